@@ -1,0 +1,89 @@
+// The instance-type catalog: the built-in pve.* sizes or an operator JSON file
+// `{name: {vcpu, memory_mib, template_vmid}}`, plus the allocatable it implies.
+
+import type { InstanceType } from "./types.ts";
+import { JsonObject, type JsonValue, kindOf, parseJson } from "./json.ts";
+import { quote } from "./errors.ts";
+
+/** Proxmox accepts VMIDs 100..999999999. */
+export const MIN_VMID = 100;
+export const MAX_VMID = 999_999_999;
+
+const BUILTIN: readonly [string, number, number][] = [
+  ["pve.small", 2, 4096],
+  ["pve.medium", 4, 8192],
+  ["pve.large", 8, 16384],
+  ["pve.xlarge", 16, 32768],
+];
+
+/** The built-in catalog, every entry cloning `templateVmid`. */
+export function builtinCatalog(templateVmid: number): Map<string, InstanceType> {
+  return new Map(
+    BUILTIN.map(([name, vcpu, memoryMib]) => [name, { name, vcpu, memoryMib, templateVmid }]),
+  );
+}
+
+/**
+ * Parse a catalog file. Throws Error with the problem (the caller names the
+ * flag and path). template_vmid 0 or absent takes `defaultTemplateVmid`.
+ */
+export function parseCatalog(text: string, defaultTemplateVmid: number): Map<string, InstanceType> {
+  const root = parseJson(text);
+  if (!(root instanceof JsonObject)) {
+    throw new Error(`want an object of instance types, got ${kindOf(root)}`);
+  }
+  if (root.entries.length === 0) throw new Error("defines no instance types");
+  const catalog = new Map<string, InstanceType>();
+  for (const [name, entry] of root.entries) {
+    const where = `instance type ${quote(name)}`;
+    checkName(name, where);
+    if (!(entry instanceof JsonObject)) {
+      throw new Error(`${where}: want an object, got ${kindOf(entry)}`);
+    }
+    const fields = new Map(entry.entries);
+    const vcpu = positiveInt(fields.get("vcpu"), `${where}: vcpu`);
+    const memoryMib = positiveInt(fields.get("memory_mib"), `${where}: memory_mib`);
+    const rawVmid = fields.get("template_vmid");
+    let templateVmid = defaultTemplateVmid;
+    if (rawVmid !== undefined && rawVmid !== null && rawVmid !== 0) {
+      templateVmid = vmid(rawVmid, `${where}: template_vmid`);
+    }
+    catalog.set(name, { name, vcpu, memoryMib, templateVmid });
+  }
+  return catalog;
+}
+
+/** `[["cpu", "8"], ["memory", "16Gi"]]`: whole GiB as `NGi`, else `NMi`. */
+export function allocatableOf(it: InstanceType): [string, string][] {
+  const memory = it.memoryMib % 1024 === 0 ? `${it.memoryMib / 1024}Gi` : `${it.memoryMib}Mi`;
+  return [["cpu", String(it.vcpu)], ["memory", memory]];
+}
+
+/** Catalog names in sorted (code-unit) order, as the built-in offerings pick from. */
+export function sortedNames(catalog: Map<string, InstanceType>): string[] {
+  return [...catalog.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+}
+
+/** Validate a VMID value from a file or flag. */
+export function vmid(v: JsonValue | undefined, what: string): number {
+  const n = positiveInt(v, what);
+  if (n < MIN_VMID || n > MAX_VMID) {
+    throw new Error(`${what} must be ${MIN_VMID}-${MAX_VMID}, got ${n}`);
+  }
+  return n;
+}
+
+function positiveInt(v: JsonValue | undefined, what: string): number {
+  if (v === undefined || v === null) throw new Error(`${what} is required`);
+  if (typeof v !== "number") throw new Error(`${what} must be a number, got ${kindOf(v)}`);
+  if (!Number.isSafeInteger(v) || v <= 0) {
+    throw new Error(`${what} must be a positive integer, got ${v}`);
+  }
+  return v;
+}
+
+// Names end up inside machine ids `<provider>/OnDemand/<type>/<zone>/<n>`.
+function checkName(name: string, where: string): void {
+  if (name.trim() === "") throw new Error(`${where}: name is empty`);
+  if (/[\/\s]/.test(name)) throw new Error(`${where}: name must not contain "/" or whitespace`);
+}

@@ -1,0 +1,156 @@
+// A small JSON reader that keeps object members as ordered [key, value] pairs.
+// JSON.parse reorders integer-like keys and folds duplicates silently; the
+// offerings and catalog files are operator input whose order and keys
+// (including "__proto__") must survive verbatim.
+
+export type JsonValue = null | boolean | number | string | JsonValue[] | JsonObject;
+
+/** A JSON object as written: members in file order, never a plain-object lookup. */
+export class JsonObject {
+  constructor(readonly entries: [string, JsonValue][]) {}
+}
+
+/** Parse JSON text; throws Error("... at line L column C") on bad syntax or duplicate keys. */
+export function parseJson(text: string): JsonValue {
+  const reader = new Reader(text.replace(/^\uFEFF/, ""));
+  reader.skipSpace();
+  const value = reader.value();
+  reader.skipSpace();
+  if (!reader.done()) reader.fail("unexpected text after the JSON value");
+  return value;
+}
+
+/** Human name of a JSON value's kind, for error messages. */
+export function kindOf(v: JsonValue): string {
+  if (v === null) return "null";
+  if (Array.isArray(v)) return "an array";
+  if (v instanceof JsonObject) return "an object";
+  return `a ${typeof v}`;
+}
+
+const ESCAPES: Record<string, string> = {
+  '"': '"',
+  "\\": "\\",
+  "/": "/",
+  b: "\b",
+  f: "\f",
+  n: "\n",
+  r: "\r",
+  t: "\t",
+};
+
+const NUMBER = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y;
+
+class Reader {
+  private pos = 0;
+  constructor(private readonly text: string) {}
+
+  done(): boolean {
+    return this.pos >= this.text.length;
+  }
+
+  fail(problem: string): never {
+    const before = this.text.slice(0, this.pos).split("\n");
+    const line = before.length;
+    const column = before[before.length - 1].length + 1;
+    throw new Error(`${problem} at line ${line} column ${column}`);
+  }
+
+  skipSpace(): void {
+    while (!this.done() && " \t\r\n".includes(this.text[this.pos])) this.pos++;
+  }
+
+  private expect(word: string): void {
+    if (!this.text.startsWith(word, this.pos)) this.fail(`expected ${word}`);
+    this.pos += word.length;
+  }
+
+  value(): JsonValue {
+    const c = this.text[this.pos];
+    if (c === "{") return this.object();
+    if (c === "[") return this.array();
+    if (c === '"') return this.string();
+    if (c === "t") return this.expect("true"), true;
+    if (c === "f") return this.expect("false"), false;
+    if (c === "n") return this.expect("null"), null;
+    NUMBER.lastIndex = this.pos;
+    const m = NUMBER.exec(this.text);
+    if (!m) this.fail(this.done() ? "unexpected end of JSON" : "unexpected character");
+    this.pos += m[0].length;
+    return Number(m[0]);
+  }
+
+  private object(): JsonObject {
+    this.pos++;
+    const entries: [string, JsonValue][] = [];
+    const seen = new Set<string>();
+    this.skipSpace();
+    if (this.text[this.pos] === "}") return this.pos++, new JsonObject(entries);
+    for (;;) {
+      this.skipSpace();
+      if (this.text[this.pos] !== '"') this.fail("expected a string key");
+      const keyAt = this.pos;
+      const key = this.string();
+      if (seen.has(key)) {
+        this.pos = keyAt;
+        this.fail(`duplicate key ${JSON.stringify(key)}`);
+      }
+      seen.add(key);
+      this.skipSpace();
+      this.expect(":");
+      this.skipSpace();
+      entries.push([key, this.value()]);
+      this.skipSpace();
+      if (this.text[this.pos] === ",") {
+        this.pos++;
+        continue;
+      }
+      this.expect("}");
+      return new JsonObject(entries);
+    }
+  }
+
+  private array(): JsonValue[] {
+    this.pos++;
+    const items: JsonValue[] = [];
+    this.skipSpace();
+    if (this.text[this.pos] === "]") return this.pos++, items;
+    for (;;) {
+      this.skipSpace();
+      items.push(this.value());
+      this.skipSpace();
+      if (this.text[this.pos] === ",") {
+        this.pos++;
+        continue;
+      }
+      this.expect("]");
+      return items;
+    }
+  }
+
+  private string(): string {
+    this.pos++;
+    let out = "";
+    for (;;) {
+      if (this.done()) this.fail("unterminated string");
+      const c = this.text[this.pos++];
+      if (c === '"') return out;
+      if (c < " ") this.fail("control character in string");
+      if (c !== "\\") {
+        out += c;
+        continue;
+      }
+      const e = this.text[this.pos++];
+      if (e === "u") {
+        const hex = this.text.slice(this.pos, this.pos + 4);
+        if (!/^[0-9a-fA-F]{4}$/.test(hex)) this.fail("bad \\u escape");
+        out += String.fromCharCode(parseInt(hex, 16));
+        this.pos += 4;
+      } else if (e !== undefined && Object.hasOwn(ESCAPES, e)) {
+        out += ESCAPES[e];
+      } else {
+        this.fail("bad escape");
+      }
+    }
+  }
+}

@@ -1,0 +1,158 @@
+// loadConfig: argv (+ the files it names) -> a validated Config, or one
+// ConfigError line naming the flag and the problem.
+
+import type { Config, InstanceType } from "./types.ts";
+import { parseFlags } from "./flags.ts";
+import { flagError, forFlag, quote } from "./errors.ts";
+import { type ReadFile, readFlagFile, readFromDisk } from "./files.ts";
+import { parseDuration } from "./duration.ts";
+import { parseListenAddr } from "./addr.ts";
+import { builtinCatalog, parseCatalog, vmid } from "./catalog.ts";
+import {
+  builtinOfferings,
+  expandSlots,
+  type Offering,
+  parseOfferings,
+  zonesOf,
+} from "./offerings.ts";
+import { parsePrice, parsePrices, type Pricing } from "./pricing.ts";
+import { chooseBackend, loadProxmox } from "./backend.ts";
+import { loadTls } from "./tls.ts";
+
+export interface LoadEnv {
+  /** Test hook; defaults to Deno.readTextFile. */
+  readFile?: ReadFile;
+}
+
+/** Parse and validate the command line and every file it names. */
+export async function loadConfig(argv: string[], env: LoadEnv = {}): Promise<Config> {
+  const readFile = env.readFile ?? readFromDisk;
+  const f = parseFlags(argv);
+
+  const addr = forFlag("addr", () => parseListenAddr(f.addr));
+  const metricsAddr = f["metrics-addr"] === ""
+    ? null
+    : forFlag("metrics-addr", () => parseListenAddr(f["metrics-addr"]));
+  const provider = forFlag("provider", () => checkProvider(f.provider));
+  const fakeDelayMs = forFlag("fake-delay", () => parseDuration(f["fake-delay"]));
+  const reconcileIntervalMs = forFlag(
+    "reconcile-interval",
+    () => parseDuration(f["reconcile-interval"]),
+  );
+  const templateVmid = forFlag(
+    "template-vmid",
+    () => vmid(parseInteger(f["template-vmid"]), "VMID"),
+  );
+  const seedCount = forFlag("seed-count", () => {
+    const n = parseInteger(f["seed-count"]);
+    if (n < 0) throw new Error(`must be >= 0, got ${n}`);
+    return n;
+  });
+  const defaultZone = forFlag("default-zone", () => checkZoneSeed(f["default-zone"]));
+  const pricing: Pricing = {
+    explicit: forFlag("prices", () => parsePrices(f.prices)),
+    perVcpuHour: forFlag("price-per-vcpu-hour", () => parsePrice(f["price-per-vcpu-hour"])),
+    perGibHour: forFlag("price-per-gib-hour", () => parsePrice(f["price-per-gib-hour"])),
+  };
+  const bootstrapPath = f["bootstrap-path"];
+  if (bootstrapPath.trim() === "") throw flagError("bootstrap-path", "is empty");
+  const bootstrapExec = forFlag("bootstrap-exec", () => parseArgvList(f["bootstrap-exec"]));
+
+  const backend = chooseBackend(f);
+  const proxmox = backend === "proxmox" ? await loadProxmox(f, readFile) : null;
+
+  const catalog = await loadCatalog(f["instance-types"], templateVmid, readFile);
+  const candidateZones = proxmox ? proxmox.nodes : [`${defaultZone}-a`, `${defaultZone}-b`];
+  let offerings: Offering[];
+  let zones: string[];
+  if (f.offerings === "") {
+    offerings = builtinOfferings(catalog, candidateZones, seedCount);
+    // The built-in mix lives in the first two zones even when a bucket is empty.
+    zones = candidateZones.slice(0, 2);
+  } else {
+    const text = await readFlagFile("offerings", f.offerings, readFile);
+    offerings = forFile(
+      "offerings",
+      f.offerings,
+      () => parseOfferings(text, catalog, proxmox ? proxmox.nodes : null),
+    );
+    zones = zonesOf(offerings);
+  }
+  const slots = expandSlots(offerings, catalog, provider, pricing);
+
+  const tls = await loadTls(
+    { certFile: f["tls-cert"], keyFile: f["tls-key"], caFile: f["tls-ca"] },
+    readFile,
+  );
+
+  return {
+    addr,
+    provider,
+    backend,
+    fakeDelayMs,
+    proxmox,
+    catalog,
+    slots,
+    offeringsSource: f.offerings === "" ? "built-in" : f.offerings,
+    zones,
+    templateVmid,
+    bootstrapPath,
+    bootstrapExec,
+    reconcileIntervalMs,
+    statePath: f.state,
+    metricsAddr,
+    reflection: f.reflection,
+    tls,
+  };
+}
+
+async function loadCatalog(
+  path: string,
+  templateVmid: number,
+  readFile: ReadFile,
+): Promise<Map<string, InstanceType>> {
+  if (path === "") return builtinCatalog(templateVmid);
+  const text = await readFlagFile("instance-types", path, readFile);
+  return forFile("instance-types", path, () => parseCatalog(text, templateVmid));
+}
+
+/** Like forFlag, with the file path in the message. */
+function forFile<T>(flag: string, path: string, fn: () => T): T {
+  return forFlag(flag, () => {
+    try {
+      return fn();
+    } catch (err) {
+      throw new Error(`${quote(path)}: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  });
+}
+
+function parseInteger(text: string): number {
+  const t = text.trim();
+  const n = Number(t);
+  if (!/^[+-]?\d+$/.test(t) || !Number.isSafeInteger(n)) {
+    throw new Error(`want an integer, got ${quote(text)}`);
+  }
+  return n;
+}
+
+// The provider is the first segment of every machine id, so it cannot hold "/".
+function checkProvider(text: string): string {
+  if (text.trim() === "") throw new Error("is empty");
+  if (/[\/\s]/.test(text)) throw new Error(`${quote(text)} must not contain "/" or whitespace`);
+  return text;
+}
+
+function checkZoneSeed(text: string): string {
+  if (text.trim() === "") throw new Error("is empty");
+  if (/[\/\s]/.test(text)) throw new Error(`${quote(text)} must not contain "/" or whitespace`);
+  return text;
+}
+
+/** Comma-separated argv; every element non-empty. */
+function parseArgvList(text: string): string[] {
+  if (text.trim() === "") throw new Error("is empty (want e.g. /bin/sh)");
+  const parts = text.split(",");
+  if (parts.some((p) => p.trim() === "")) throw new Error(`empty element in ${quote(text)}`);
+  return parts;
+}

@@ -1,0 +1,80 @@
+// Real-backend settings: API URL, token, nodes and TLS trust for the API.
+// The token secret never appears in any message.
+
+import { quote } from "./errors.ts";
+
+/** `USER@REALM!TOKENID`, e.g. `bigfleet@pve!autoscaler`. */
+const TOKEN_ID = /^[^\s@!]+@[^\s@!]+![^\s@!]+$/;
+
+/** Check the API URL: https only (there is no insecure mode). Throws Error. */
+export function checkApiUrl(text: string): string {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new Error(`not a URL: ${quote(text)}`);
+  }
+  if (url.protocol !== "https:") {
+    throw new Error(`must be an https:// URL, got ${quote(url.protocol)}`);
+  }
+  if (url.hostname === "") throw new Error("URL has no host");
+  // Credentials belong in the token flags, never in a URL that gets logged.
+  if (url.username !== "" || url.password !== "") {
+    throw new Error("URL must not contain credentials");
+  }
+  return text.replace(/\/+$/, "");
+}
+
+/** Check a token id shape. Throws Error. */
+export function checkTokenId(text: string): string {
+  if (!TOKEN_ID.test(text)) {
+    throw new Error(`want USER@REALM!TOKENID (e.g. bigfleet@pve!autoscaler), got ${quote(text)}`);
+  }
+  return text;
+}
+
+/** Trim the trailing newline a secret file usually has; reject unusable secrets without echoing them. */
+export function cleanSecret(raw: string): string {
+  const secret = raw.replace(/[\r\n]+$/, "");
+  if (secret.trim() === "") throw new Error("token secret is empty");
+  if (/\s/.test(secret) || [...secret].some(isControl)) {
+    throw new Error("token secret contains whitespace or control characters");
+  }
+  return secret;
+}
+
+/** Parse `--nodes`: comma list, non-empty names, no `/`, no duplicates. Throws Error. */
+export function parseNodes(text: string): string[] {
+  if (text.trim() === "") throw new Error("is empty");
+  const nodes = text.split(",").map((n) => n.trim());
+  const seen = new Set<string>();
+  for (const node of nodes) {
+    if (node === "") throw new Error(`empty node name in ${quote(text)}`);
+    if (node.includes("/")) throw new Error(`node name ${quote(node)} must not contain "/"`);
+    if (/\s/.test(node)) throw new Error(`node name ${quote(node)} must not contain whitespace`);
+    if (seen.has(node)) throw new Error(`node ${quote(node)} listed twice`);
+    seen.add(node);
+  }
+  return nodes;
+}
+
+/** Normalise a SHA-256 fingerprint (`ab:cd:...` or 64 bare hex) to `AB:CD:...`. Throws Error. */
+export function normaliseFingerprint(text: string): string {
+  const t = text.trim();
+  const hex = /^[0-9a-fA-F]{64}$/.test(t)
+    ? t
+    : /^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){31}$/.test(t)
+    ? t.replaceAll(":", "")
+    : null;
+  if (hex === null) {
+    throw new Error(
+      `want a SHA-256 fingerprint as AB:CD:... (32 bytes) or 64 hex digits, got ${quote(t)}`,
+    );
+  }
+  return hex.toUpperCase().match(/../g)!.join(":");
+}
+
+function isControl(c: string): boolean {
+  const code = c.charCodeAt(0);
+  return code < 0x20 || code === 0x7f;
+}
