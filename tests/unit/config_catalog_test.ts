@@ -1,0 +1,70 @@
+import assert from "node:assert/strict";
+import {
+  allocatableOf,
+  builtinCatalog,
+  parseCatalog,
+  sortedNames,
+} from "../../src/config/catalog.ts";
+
+Deno.test("catalog: built-in sizes clone the default template", () => {
+  const c = builtinCatalog(9100);
+  assert.deepEqual([...c.values()], [
+    { name: "pve.small", vcpu: 2, memoryMib: 4096, templateVmid: 9100 },
+    { name: "pve.medium", vcpu: 4, memoryMib: 8192, templateVmid: 9100 },
+    { name: "pve.large", vcpu: 8, memoryMib: 16384, templateVmid: 9100 },
+    { name: "pve.xlarge", vcpu: 16, memoryMib: 32768, templateVmid: 9100 },
+  ]);
+  assert.deepEqual(sortedNames(c), ["pve.large", "pve.medium", "pve.small", "pve.xlarge"]);
+});
+
+Deno.test("catalog: allocatable is whole GiB as Gi, else Mi", () => {
+  const it = { name: "x", vcpu: 8, memoryMib: 16384, templateVmid: 100 };
+  assert.deepEqual(allocatableOf(it), [["cpu", "8"], ["memory", "16Gi"]]);
+  assert.deepEqual(allocatableOf({ ...it, vcpu: 3, memoryMib: 1536 }), [["cpu", "3"], [
+    "memory",
+    "1536Mi",
+  ]]);
+});
+
+Deno.test("catalog: file entries, order kept, template 0/absent takes the default", () => {
+  const c = parseCatalog(
+    JSON.stringify({
+      "z.big": { vcpu: 32, memory_mib: 65536, template_vmid: 9001 },
+      "a.tiny": { vcpu: 1, memory_mib: 512, template_vmid: 0 },
+      "m.mid": { vcpu: 2, memory_mib: 2048 },
+    }),
+    9000,
+  );
+  assert.deepEqual([...c.keys()], ["z.big", "a.tiny", "m.mid"]);
+  assert.equal(c.get("z.big")!.templateVmid, 9001);
+  assert.equal(c.get("a.tiny")!.templateVmid, 9000);
+  assert.equal(c.get("m.mid")!.templateVmid, 9000);
+  assert.deepEqual(sortedNames(c), ["a.tiny", "m.mid", "z.big"]);
+});
+
+Deno.test("catalog: a __proto__ type name is just a name", () => {
+  const c = parseCatalog('{"__proto__": {"vcpu": 1, "memory_mib": 1024}}', 9000);
+  assert.deepEqual([...c.keys()], ["__proto__"]);
+});
+
+Deno.test("catalog: invalid files are rejected", () => {
+  const bad: [string, RegExp][] = [
+    ["[]", /want an object/],
+    ["{}", /no instance types/],
+    ["{", /end of JSON|expected/],
+    ['{"a": 1}', /want an object/],
+    ['{"a": {"memory_mib": 1024}}', /vcpu is required/],
+    ['{"a": {"vcpu": 0, "memory_mib": 1024}}', /vcpu must be a positive integer/],
+    ['{"a": {"vcpu": -2, "memory_mib": 1024}}', /vcpu must be a positive integer/],
+    ['{"a": {"vcpu": 1.5, "memory_mib": 1024}}', /vcpu must be a positive integer/],
+    ['{"a": {"vcpu": "2", "memory_mib": 1024}}', /vcpu must be a number/],
+    ['{"a": {"vcpu": 2, "memory_mib": 0}}', /memory_mib must be a positive integer/],
+    ['{"a": {"vcpu": 2, "memory_mib": -1}}', /memory_mib must be a positive integer/],
+    ['{"a": {"vcpu": 2, "memory_mib": 1024, "template_vmid": -5}}', /template_vmid/],
+    ['{"a": {"vcpu": 2, "memory_mib": 1024, "template_vmid": 50}}', /template_vmid must be 100/],
+    ['{"a/b": {"vcpu": 2, "memory_mib": 1024}}', /must not contain "\/"/],
+    ['{"": {"vcpu": 2, "memory_mib": 1024}}', /name is empty/],
+    ['{"a": {"vcpu": 2, "memory_mib": 1}, "a": {"vcpu": 2, "memory_mib": 1}}', /duplicate key/],
+  ];
+  for (const [text, re] of bad) assert.throws(() => parseCatalog(text, 9000), re, text);
+});
