@@ -1,0 +1,22 @@
+// Contract-level rejections. The numbers are the gRPC status codes the
+// contract prescribes; the server passes them through unchanged.
+
+export const Code = {
+  InvalidArgument: 3,
+  NotFound: 5,
+  PermissionDenied: 7,
+  ResourceExhausted: 8,
+  FailedPrecondition: 9,
+  Unimplemented: 12,
+  /** Out-of-position calls: anything but FAILED_PRECONDITION, which is reserved for fencing. */
+  Internal: 13,
+  Unavailable: 14,
+} as const;
+export type Code = (typeof Code)[keyof typeof Code];
+
+export class KitError extends Error {
+  override name = "KitError";
+  constructor(readonly code: Code, message: string) {
+    super(message);
+  }
+}

@@ -1,0 +1,486 @@
+// The lifecycle kit: every obligation of the CapacityProvider contract that is
+// not about the substrate. Fencing, idempotency, the state machine, async
+// dispatch with timeouts, the List cursor and durable state live here; the
+// Backend only clones, bootstraps, drains, destroys and describes.
+//
+// Accept paths are synchronous from the first check to the state change, so
+// parallel identical calls in one event loop collapse to one operation. Every
+// answer (success or error) waits until the changes made so far are durable.
+
+import { getLogger } from "@logtape/logtape";
+import type { InstanceType, Slot } from "../config/types.ts";
+import type { Backend, HostedMachine } from "./backend.ts";
+import { Code, KitError } from "./errors.ts";
+import { fenceKey, isNewer, isUnfenced } from "./fence.ts";
+import type { Mark, Token } from "./fence.ts";
+import { initialInventory, orphanId, orphanMachine } from "./inventory.ts";
+import { EDGES, State, STATE_NAMES, transitionalKind } from "./model.ts";
+import type { MachineRecord, OpKind, Pairs } from "./model.ts";
+import { parseRevision } from "./revision.ts";
+import type { StateStore } from "./store.ts";
+
+export interface Timeouts {
+  create: number;
+  configure: number;
+  drain: number;
+  delete: number;
+}
+
+export interface KitOptions {
+  provider: string;
+  backend: Backend;
+  store: StateStore;
+  catalog: ReadonlyMap<string, InstanceType>;
+  slots: readonly Slot[];
+  /** Milliseconds per transition kind; defaults are the contract's 8m/8m/15m/5m. */
+  timeouts?: Partial<Timeouts>;
+  /** Largest shard_metadata (keys + values, UTF-8 bytes) accepted. */
+  maxMetadataBytes?: number;
+}
+
+export interface Call {
+  machineId: string;
+  token: Token;
+}
+export interface ConfigureCall extends Call {
+  clusterId: string;
+  /** Secret: handed to the backend, never stored. */
+  bootstrap: Uint8Array;
+  shardMetadata: Pairs;
+}
+export interface DrainCall extends Call {
+  graceSeconds: bigint;
+}
+
+export interface Ack {
+  operationId: string;
+  machine: MachineRecord;
+}
+
+export interface ListQuery {
+  states: readonly number[];
+  maxResults: number;
+  sinceRevision?: Uint8Array;
+}
+
+export interface ListResult {
+  machines: MachineRecord[];
+  revision: number;
+}
+
+export interface ReconcileResult {
+  changed: number;
+  orphans: number;
+}
+
+export interface Kit {
+  readonly size: number;
+  create(c: Call): Promise<Ack>;
+  configure(c: ConfigureCall): Promise<Ack>;
+  drain(c: DrainCall): Promise<Ack>;
+  delete(c: Call): Promise<Ack>;
+  get(id: string): Promise<MachineRecord>;
+  list(q: ListQuery): Promise<ListResult>;
+  /** One pass of substrate refresh: never touches state, binding or last_error. */
+  reconcile(signal: AbortSignal): Promise<ReconcileResult>;
+  /** Stop reacting to completions and flush the store. */
+  close(): Promise<void>;
+}
+
+export const DEFAULT_TIMEOUTS: Timeouts = {
+  create: 8 * 60_000,
+  configure: 8 * 60_000,
+  drain: 15 * 60_000,
+  delete: 5 * 60_000,
+};
+
+const MAX_ID_BYTES = 512;
+const MAX_ERROR_CHARS = 4096;
+const DEFAULT_MAX_METADATA = 8 * 1024 * 1024;
+const utf8 = new TextEncoder();
+const log = getLogger(["bigfleet", "kit"]);
+
+export async function startKit(opts: KitOptions): Promise<Kit> {
+  const { backend, store, catalog, provider } = opts;
+  const timeouts: Timeouts = { ...DEFAULT_TIMEOUTS, ...opts.timeouts };
+  const maxMetadata = opts.maxMetadataBytes ?? DEFAULT_MAX_METADATA;
+
+  const machines = new Map<string, MachineRecord>();
+  /** Revision at which each machine last changed (never 0, so cursor "0" sees everything). */
+  const lastMod = new Map<string, number>();
+  /** Machine ids in a stable order; capped Lists start where the previous one stopped. */
+  const order: string[] = [];
+  const fences = new Map<string, Mark>();
+  let rev = 0;
+  let rotor = 0;
+  let closed = false;
+  let opCounter = 0;
+  // Unique per process life: op ids never repeat across restarts.
+  const bootId = Date.now().toString(36) + crypto.randomUUID().slice(0, 6);
+
+  function mintOpId(): string {
+    return `op-${bootId}-${++opCounter}`;
+  }
+
+  /** Replace a record, bump the revision and hand the change to the store. */
+  function put(m: MachineRecord): void {
+    if (!machines.has(m.id)) order.push(m.id);
+    machines.set(m.id, m);
+    lastMod.set(m.id, ++rev);
+    store.putMachine(m);
+    store.putRevision(rev);
+  }
+
+  function remove(id: string): void {
+    machines.delete(id);
+    lastMod.delete(id);
+    order.splice(order.indexOf(id), 1);
+    rev++;
+    store.deleteMachine(id);
+    store.putRevision(rev);
+  }
+
+  // ---- boot: reload, or build the first inventory -------------------------
+  const saved = await store.load();
+  if (saved) {
+    for (const m of saved.machines) {
+      machines.set(m.id, m);
+      order.push(m.id);
+    }
+    for (const f of saved.fences) fences.set(fenceKey(f.shardId, f.machineId), f.mark);
+    // One bump past the saved revision: every cursor issued before the restart
+    // is now older than every machine, so it returns the full fleet.
+    rev = saved.rev + 1;
+    for (const id of order) lastMod.set(id, rev);
+    store.putRevision(rev);
+    for (const m of saved.machines) {
+      const kind = transitionalKind(m.state);
+      if (kind) {
+        put({
+          ...m,
+          state: State.Failed,
+          lastError: `${kind} transition interrupted by a provider restart; needs re-drive`,
+        });
+      }
+    }
+  } else {
+    const vms = backend.kind === "proxmox"
+      ? await backend.describe(AbortSignal.timeout(120_000))
+      : [];
+    // Start from the clock so cursors from an earlier, forgotten life are older.
+    rev = Date.now();
+    for (const m of initialInventory(provider, opts.slots, vms)) put(m);
+  }
+  await store.durable();
+  log.info("inventory ready: {machines} machines, revision {rev}, state {store}", {
+    machines: machines.size,
+    rev,
+    store: store.description,
+    restored: saved !== null,
+  });
+
+  // ---- accept path ---------------------------------------------------------
+
+  /** Runs the synchronous part, then answers once every change so far is durable. */
+  async function answer<T>(fn: () => T): Promise<T> {
+    let result: T;
+    try {
+      result = fn();
+    } catch (e) {
+      await store.durable();
+      throw e;
+    }
+    await store.durable();
+    return result;
+  }
+
+  function checkId(id: string, what: string): void {
+    if (id === "") throw new KitError(Code.InvalidArgument, `${what} is required`);
+    if (utf8.encode(id).length > MAX_ID_BYTES) {
+      throw new KitError(Code.InvalidArgument, `${what} is longer than ${MAX_ID_BYTES} bytes`);
+    }
+  }
+
+  /** The fence: reject a token that is not strictly newer; otherwise move the mark. */
+  function fence(machineId: string, token: Token): void {
+    if (isUnfenced(token)) return;
+    if (utf8.encode(token.shardId).length > MAX_ID_BYTES) {
+      throw new KitError(Code.InvalidArgument, `shard_id is longer than ${MAX_ID_BYTES} bytes`);
+    }
+    const key = fenceKey(token.shardId, machineId);
+    const mark = fences.get(key);
+    if (mark && !isNewer(token, mark)) {
+      throw new KitError(
+        Code.FailedPrecondition,
+        `fenced: token (${token.epoch}, ${token.seq}) of shard "${token.shardId}" is not newer than (${mark.epoch}, ${mark.seq}) for machine ${machineId}`,
+      );
+    }
+    const next = { epoch: token.epoch, seq: token.seq };
+    fences.set(key, next);
+    store.putFence({ shardId: token.shardId, machineId, mark: next });
+  }
+
+  /**
+   * The common order of every lifecycle call: empty id, fence, request checks,
+   * not-found, idempotent replay, position. On a legal start the machine enters
+   * its transitional state before this returns.
+   */
+  function accept(
+    kind: OpKind,
+    call: Call,
+    validate: () => void,
+    onEnter: (m: MachineRecord) => MachineRecord,
+    work: (m: MachineRecord, opId: string, signal: AbortSignal) => Promise<Partial<MachineRecord>>,
+  ): Ack {
+    checkId(call.machineId, "machine_id");
+    fence(call.machineId, call.token);
+    validate();
+    const m = machines.get(call.machineId);
+    if (!m) throw new KitError(Code.NotFound, `machine ${call.machineId} not found`);
+    const edge = EDGES[kind];
+    const previous = m.ops[kind];
+    if (previous && (m.state === edge.via || m.state === edge.to)) {
+      return { operationId: previous, machine: m };
+    }
+    if (m.state !== edge.from) {
+      throw new KitError(
+        Code.Internal,
+        `cannot ${kind} machine ${m.id} in state ${STATE_NAMES[m.state]}` +
+          (m.state === State.Failed ? " (FAILED is terminal)" : ""),
+      );
+    }
+    const opId = mintOpId();
+    const entered = onEnter({
+      ...m,
+      state: edge.via,
+      lastError: "",
+      ops: { ...m.ops, [kind]: opId },
+    });
+    put(entered);
+    dispatch(kind, entered, opId, work);
+    return { operationId: opId, machine: entered };
+  }
+
+  // ---- background transitions ---------------------------------------------
+
+  function dispatch(
+    kind: OpKind,
+    m: MachineRecord,
+    opId: string,
+    work: (m: MachineRecord, opId: string, signal: AbortSignal) => Promise<Partial<MachineRecord>>,
+  ): void {
+    const ms = timeouts[kind];
+    const ac = new AbortController();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    // The race makes the deadline hold even for a backend that ignores the signal.
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        const err = new Error(`${kind} timed out after ${formatMs(ms)}`);
+        ac.abort(err);
+        reject(err);
+      }, ms);
+    });
+    const started = Promise.resolve().then(() => work(m, opId, ac.signal));
+    Promise.race([started, deadline]).then(
+      (patch) => complete(kind, m.id, opId, patch, null),
+      (err) => complete(kind, m.id, opId, {}, err),
+    ).finally(() => clearTimeout(timer));
+    // A late settle of the work after the deadline must not surface as unhandled.
+    started.catch(() => {});
+  }
+
+  function complete(
+    kind: OpKind,
+    id: string,
+    opId: string,
+    patch: Partial<MachineRecord>,
+    err: unknown,
+  ): void {
+    if (closed) return;
+    const m = machines.get(id);
+    const edge = EDGES[kind];
+    // Stale: the machine left this transition (timed out, restarted) meanwhile.
+    if (!m || m.state !== edge.via || m.ops[kind] !== opId) {
+      log.debug("discarding stale {kind} completion for {id}", { kind, id, opId });
+      return;
+    }
+    if (err !== null) {
+      const message = err instanceof Error ? err.message : String(err);
+      const lastError = (message.startsWith(kind) ? message : `${kind} failed: ${message}`)
+        .slice(0, MAX_ERROR_CHARS);
+      log.warn("{kind} of {id} failed: {error}", { kind, id, opId, error: lastError });
+      put({ ...m, state: State.Failed, lastError });
+      return;
+    }
+    if (kind === "delete" && m.orphan) {
+      remove(id);
+      return;
+    }
+    const next: MachineRecord = { ...m, ...patch, state: edge.to };
+    if (kind === "drain" || kind === "delete") {
+      put({
+        ...next,
+        cluster: "",
+        shardMetadata: [],
+        hostRef: kind === "delete" ? "" : next.hostRef,
+      });
+    } else {
+      put(next);
+    }
+  }
+
+  function hosted(m: MachineRecord): HostedMachine {
+    return { machineId: m.id, hostRef: m.hostRef };
+  }
+
+  // ---- the kit -----------------------------------------------------------
+
+  return {
+    get size() {
+      return machines.size;
+    },
+
+    create: (call) =>
+      answer(() =>
+        accept("create", call, noCheck, same, async (m, opId, signal) => {
+          const type = catalog.get(m.instanceType);
+          if (!type) throw new Error(`instance type ${m.instanceType} is not in the catalog`);
+          const { hostRef } = await backend.create({
+            machineId: m.id,
+            operationId: opId,
+            instanceType: m.instanceType,
+            zone: m.zone,
+            templateVmid: type.templateVmid,
+            vcpu: type.vcpu,
+            memoryMib: type.memoryMib,
+          }, signal);
+          return { hostRef };
+        })
+      ),
+
+    configure: (call) =>
+      answer(() =>
+        accept(
+          "configure",
+          call,
+          () => {
+            if (call.clusterId === "") {
+              throw new KitError(Code.InvalidArgument, "cluster_id is required");
+            }
+            let bytes = 0;
+            for (const [k, v] of call.shardMetadata) bytes += utf8.encode(k + v).length;
+            if (bytes > maxMetadata) {
+              throw new KitError(
+                Code.InvalidArgument,
+                `shard_metadata is ${bytes} bytes; the limit is ${maxMetadata}`,
+              );
+            }
+          },
+          (m) => ({ ...m, cluster: call.clusterId, shardMetadata: call.shardMetadata }),
+          async (m, _opId, signal) => {
+            await backend.configure(hosted(m), {
+              clusterId: call.clusterId,
+              bootstrap: call.bootstrap,
+            }, signal);
+            return {};
+          },
+        )
+      ),
+
+    drain: (call) =>
+      answer(() =>
+        accept("drain", call, noCheck, same, async (m, _opId, signal) => {
+          await backend.drain(hosted(m), call.graceSeconds, signal);
+          return {};
+        })
+      ),
+
+    delete: (call) =>
+      answer(() =>
+        accept("delete", call, noCheck, same, async (m, _opId, signal) => {
+          await backend.delete(hosted(m), signal);
+          return {};
+        })
+      ),
+
+    get: (id) =>
+      answer(() => {
+        checkId(id, "id");
+        const m = machines.get(id);
+        if (!m) throw new KitError(Code.NotFound, `machine ${id} not found`);
+        return m;
+      }),
+
+    list: (q) =>
+      answer(() => {
+        const since = parseRevision(q.sinceRevision);
+        const sinceN = since === null ? null : Number(since);
+        const wanted = q.states.length > 0 ? new Set(q.states) : null;
+        const cap = q.maxResults > 0 ? q.maxResults : Infinity;
+        const n = order.length;
+        const start = cap === Infinity || n === 0 ? 0 : rotor % n;
+        const out: MachineRecord[] = [];
+        let last = -1;
+        for (let i = 0; i < n && out.length < cap; i++) {
+          const idx = (start + i) % n;
+          const id = order[idx];
+          if (sinceN !== null && lastMod.get(id)! <= sinceN) continue;
+          const m = machines.get(id)!;
+          if (wanted && !wanted.has(m.state)) continue;
+          out.push(m);
+          last = idx;
+        }
+        // Capped Lists resume after the last machine returned, so back-to-back
+        // `max_results=1` picks return different machines.
+        if (cap !== Infinity && last >= 0) rotor = last + 1;
+        return { machines: out, revision: rev };
+      }),
+
+    async reconcile(signal) {
+      const vms = await backend.describe(signal);
+      let changed = 0;
+      let orphans = 0;
+      await answer(() => {
+        for (const vm of vms) {
+          const id = orphanId(provider, vm);
+          const m = machines.get(id);
+          if (!m) {
+            // A clone still in flight may belong to a Create of ours being retried: wait.
+            if (vm.cloning || closed) continue;
+            put(orphanMachine(provider, vm));
+            orphans++;
+            continue;
+          }
+          // Follow a VM that moved to another node; nothing else is touched.
+          const stable = m.state === State.Idle || m.state === State.Configured;
+          if (stable && m.hostRef !== "" && m.hostRef !== vm.hostRef && !vm.cloning) {
+            put({ ...m, hostRef: vm.hostRef });
+            changed++;
+          }
+        }
+      });
+      return { changed, orphans };
+    },
+
+    async close() {
+      closed = true;
+      await store.durable().catch(() => {});
+      await store.close();
+    },
+  };
+}
+
+function noCheck(): void {}
+
+function same(m: MachineRecord): MachineRecord {
+  return m;
+}
+
+/** Go-style duration text for messages: 8m0s, 2s, 150ms. */
+export function formatMs(ms: number): string {
+  if (ms < 1000) return `${ms}ms`;
+  const s = ms / 1000;
+  if (s < 60) return `${s}s`;
+  const m = Math.floor(s / 60);
+  return `${m}m${s - m * 60}s`;
+}

@@ -1,0 +1,47 @@
+// Durable state seam. The kit mutates memory synchronously and hands the
+// touched records to the store; `durable()` resolves once everything handed
+// over so far is committed. Every response waits on it, so nothing a client
+// has seen can be lost by a crash right after.
+
+import type { Mark } from "./fence.ts";
+import type { MachineRecord } from "./model.ts";
+
+export interface FenceEntry {
+  shardId: string;
+  machineId: string;
+  mark: Mark;
+}
+
+export interface PersistedState {
+  machines: MachineRecord[];
+  fences: FenceEntry[];
+  rev: number;
+}
+
+export interface StateStore {
+  /** "memory" or the KV path, for logs. */
+  readonly description: string;
+  /** Everything stored, or null when the store has never been written. */
+  load(): Promise<PersistedState | null>;
+  putMachine(m: MachineRecord): void;
+  deleteMachine(id: string): void;
+  putFence(e: FenceEntry): void;
+  putRevision(rev: number): void;
+  /** Resolves when every change handed over before the call is committed; rejects if that commit failed. */
+  durable(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** No persistence: state lives and dies with the process. */
+export function createMemoryStore(): StateStore {
+  return {
+    description: "memory",
+    load: () => Promise.resolve(null),
+    putMachine() {},
+    deleteMachine() {},
+    putFence() {},
+    putRevision() {},
+    durable: () => Promise.resolve(),
+    close: () => Promise.resolve(),
+  };
+}

@@ -1,0 +1,247 @@
+// Wire codec for the six CapacityProvider methods, on protobufjs's Reader and
+// Writer. Done by field number rather than through generated objects because
+// the contract needs what generic decoding loses: int64 as exact bigint, map
+// keys such as "__proto__" kept (maps are [key, value] pairs, never object
+// properties), map entries with empty values, and host/resources left out
+// entirely when unset. Each machine's encoding is cached by record identity
+// (records are immutable), so a List of a large fleet mostly concatenates
+// bytes it already has.
+
+import protobuf from "protobufjs";
+import type { Token } from "../kit/fence.ts";
+import type { MachineRecord, Pairs } from "../kit/model.ts";
+
+export interface CreateMsg {
+  machineId: string;
+  token: Token;
+}
+export interface ConfigureMsg extends CreateMsg {
+  clusterId: string;
+  bootstrap: Uint8Array;
+  shardMetadata: [string, string][];
+}
+export interface DrainMsg extends CreateMsg {
+  graceSeconds: bigint;
+}
+export interface ListMsg {
+  states: number[];
+  maxResults: number;
+  sinceRevision: Uint8Array;
+}
+
+const { Reader, Writer } = protobuf;
+type ReaderT = protobuf.Reader;
+type WriterT = protobuf.Writer;
+
+const WIRE_VARINT = 0;
+const WIRE_LEN = 2;
+
+function int64(r: ReaderT): bigint {
+  return BigInt(r.int64().toString());
+}
+
+/** Reads every field of a message, handing known ones to `on`; returns false to skip. */
+function fields(bytes: Uint8Array, on: (field: number, wire: number, r: ReaderT) => boolean): void {
+  const r = Reader.create(bytes);
+  while (r.pos < r.len) {
+    const tag = r.uint32();
+    const field = tag >>> 3;
+    const wire = tag & 7;
+    if (!on(field, wire, r)) r.skipType(wire);
+  }
+}
+
+function mapEntry(r: ReaderT): [string, string] {
+  let key = "";
+  let value = "";
+  fields(r.bytes(), (f, w, er) => {
+    if (w !== WIRE_LEN) return false;
+    if (f === 1) key = er.string();
+    else if (f === 2) value = er.string();
+    else return false;
+    return true;
+  });
+  return [key, value];
+}
+
+function blankToken(): Token {
+  return { shardId: "", epoch: 0n, seq: 0n };
+}
+
+/** Field numbers of (machine_id, shard_id, shard_epoch, sequence_number) per request type. */
+interface TokenFields {
+  id: number;
+  shard: number;
+  epoch: number;
+  seq: number;
+}
+
+function readCommon(
+  f: number,
+  w: number,
+  r: ReaderT,
+  msg: CreateMsg,
+  nums: TokenFields,
+): boolean {
+  if (f === nums.id && w === WIRE_LEN) msg.machineId = r.string();
+  else if (f === nums.shard && w === WIRE_LEN) msg.token.shardId = r.string();
+  else if (f === nums.epoch && w === WIRE_VARINT) msg.token.epoch = int64(r);
+  else if (f === nums.seq && w === WIRE_VARINT) msg.token.seq = int64(r);
+  else return false;
+  return true;
+}
+
+export function decodeCreate(bytes: Uint8Array): CreateMsg {
+  const msg: CreateMsg = { machineId: "", token: blankToken() };
+  fields(bytes, (f, w, r) => readCommon(f, w, r, msg, { id: 1, shard: 3, epoch: 4, seq: 5 }));
+  return msg;
+}
+
+export function decodeDelete(bytes: Uint8Array): CreateMsg {
+  const msg: CreateMsg = { machineId: "", token: blankToken() };
+  fields(bytes, (f, w, r) => readCommon(f, w, r, msg, { id: 1, shard: 2, epoch: 3, seq: 4 }));
+  return msg;
+}
+
+export function decodeConfigure(bytes: Uint8Array): ConfigureMsg {
+  const msg: ConfigureMsg = {
+    machineId: "",
+    token: blankToken(),
+    clusterId: "",
+    bootstrap: new Uint8Array(),
+    shardMetadata: [],
+  };
+  // A repeated key keeps its last value, as protobuf map semantics require.
+  const md = new Map<string, string>();
+  fields(bytes, (f, w, r) => {
+    if (readCommon(f, w, r, msg, { id: 1, shard: 4, epoch: 5, seq: 6 })) return true;
+    if (w !== WIRE_LEN) return false;
+    if (f === 2) msg.clusterId = r.string();
+    else if (f === 3) msg.bootstrap = r.bytes();
+    else if (f === 7) {
+      const [k, v] = mapEntry(r);
+      md.set(k, v);
+    } else return false;
+    return true;
+  });
+  msg.shardMetadata = [...md];
+  return msg;
+}
+
+export function decodeDrain(bytes: Uint8Array): DrainMsg {
+  const msg: DrainMsg = { machineId: "", token: blankToken(), graceSeconds: 0n };
+  fields(bytes, (f, w, r) => {
+    if (readCommon(f, w, r, msg, { id: 1, shard: 3, epoch: 4, seq: 5 })) return true;
+    if (f === 2 && w === WIRE_VARINT) msg.graceSeconds = int64(r);
+    else return false;
+    return true;
+  });
+  return msg;
+}
+
+export function decodeMachineRef(bytes: Uint8Array): string {
+  let id = "";
+  fields(bytes, (f, w, r) => {
+    if (f !== 1 || w !== WIRE_LEN) return false;
+    id = r.string();
+    return true;
+  });
+  return id;
+}
+
+export function decodeListFilter(bytes: Uint8Array): ListMsg {
+  const msg: ListMsg = { states: [], maxResults: 0, sinceRevision: new Uint8Array() };
+  fields(bytes, (f, w, r) => {
+    if (f === 1 && w === WIRE_VARINT) msg.states.push(r.int32());
+    else if (f === 1 && w === WIRE_LEN) {
+      // Packed repeated enum, the proto3 default encoding.
+      const end = r.uint32() + r.pos;
+      while (r.pos < end) msg.states.push(r.int32());
+    } else if (f === 4 && w === WIRE_VARINT) msg.maxResults = r.int32();
+    else if (f === 5 && w === WIRE_LEN) msg.sinceRevision = r.bytes();
+    else return false;
+    return true;
+  });
+  return msg;
+}
+
+// ---- encoding --------------------------------------------------------------
+
+function writeString(w: WriterT, field: number, s: string): void {
+  if (s !== "") w.uint32((field << 3) | WIRE_LEN).string(s);
+}
+
+function writeMap(w: WriterT, field: number, pairs: Pairs): void {
+  for (const [k, v] of pairs) {
+    w.uint32((field << 3) | WIRE_LEN).fork();
+    // Both halves are written even when empty: an empty value is still an entry.
+    w.uint32((1 << 3) | WIRE_LEN).string(k);
+    w.uint32((2 << 3) | WIRE_LEN).string(v);
+    w.ldelim();
+  }
+}
+
+function writeResources(w: WriterT, field: number, pairs: Pairs): void {
+  if (pairs.length === 0) return;
+  w.uint32((field << 3) | WIRE_LEN).fork();
+  writeMap(w, 1, pairs);
+  w.ldelim();
+}
+
+function encodeMachineUncached(m: MachineRecord, provider: string): Uint8Array {
+  const w = Writer.create();
+  writeString(w, 1, m.id);
+  if (m.state !== 0) w.uint32((2 << 3) | WIRE_VARINT).int32(m.state);
+  if (m.hostRef !== "") {
+    w.uint32((3 << 3) | WIRE_LEN).fork();
+    writeString(w, 1, provider);
+    writeString(w, 2, m.hostRef);
+    w.ldelim();
+  }
+  writeString(w, 4, m.instanceType);
+  writeString(w, 5, m.zone);
+  if (m.capacityType !== 0) w.uint32((6 << 3) | WIRE_VARINT).int32(m.capacityType);
+  if (m.pricePerHour !== 0) w.uint32((7 << 3) | 1).double(m.pricePerHour);
+  if (m.interruptionProbability !== 0) w.uint32((8 << 3) | 1).double(m.interruptionProbability);
+  writeResources(w, 9, m.resources);
+  writeMap(w, 10, m.labels);
+  writeString(w, 12, m.lastError);
+  writeResources(w, 13, m.allocatable);
+  writeString(w, 14, m.cluster);
+  writeMap(w, 15, m.shardMetadata);
+  return w.finish();
+}
+
+export interface MachineEncoder {
+  machine(m: MachineRecord): Uint8Array;
+  ack(operationId: string, m: MachineRecord): Uint8Array;
+  list(machines: readonly MachineRecord[], revision: Uint8Array): Uint8Array;
+}
+
+/** Encoders bound to the provider label stamped on every HostRef. */
+export function machineEncoder(provider: string): MachineEncoder {
+  const cache = new WeakMap<MachineRecord, Uint8Array>();
+  function machine(m: MachineRecord): Uint8Array {
+    let bytes = cache.get(m);
+    if (!bytes) {
+      bytes = encodeMachineUncached(m, provider);
+      cache.set(m, bytes);
+    }
+    return bytes;
+  }
+  return {
+    machine,
+    ack(operationId, m) {
+      const w = Writer.create();
+      writeString(w, 1, operationId);
+      w.uint32((2 << 3) | WIRE_LEN).bytes(machine(m));
+      return w.finish();
+    },
+    list(machines, revision) {
+      const w = Writer.create();
+      for (const m of machines) w.uint32((1 << 3) | WIRE_LEN).bytes(machine(m));
+      if (revision.length > 0) w.uint32((2 << 3) | WIRE_LEN).bytes(revision);
+      return w.finish();
+    },
+  };
+}

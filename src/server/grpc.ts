@@ -1,0 +1,192 @@
+// The gRPC listener: CapacityProvider, grpc.health.v1 and reflection on one
+// port, served by @grpc/grpc-js (which speaks h2c to grpc-go clients). The
+// CapacityProvider methods use the project's own codec (src/server/codec.ts);
+// proto-loader supplies the method paths and the descriptors for reflection.
+
+import * as grpc from "@grpc/grpc-js";
+import * as protoLoader from "@grpc/proto-loader";
+import { ReflectionService } from "@grpc/reflection";
+import { HealthImplementation } from "grpc-health-check";
+import { Buffer } from "node:buffer";
+import { fileURLToPath } from "node:url";
+import type { Kit } from "../kit/kit.ts";
+import { Code, KitError } from "../kit/errors.ts";
+import { encodeRevision } from "../kit/revision.ts";
+import {
+  decodeConfigure,
+  decodeCreate,
+  decodeDelete,
+  decodeDrain,
+  decodeListFilter,
+  decodeMachineRef,
+  machineEncoder,
+} from "./codec.ts";
+
+export type Method = "Create" | "Configure" | "Drain" | "Delete" | "Get" | "List";
+
+/** Told about every finished RPC; metrics and logs hang off this. */
+export interface RpcObserver {
+  rpc(method: Method, code: number, seconds: number, error: string | null): void;
+  /** A handler threw something that was not a contract error. */
+  panic(method: Method, error: unknown): void;
+}
+
+export interface GrpcOptions {
+  kit: Kit;
+  provider: string;
+  host: string;
+  port: number;
+  credentials: grpc.ServerCredentials;
+  reflection: boolean;
+  observer: RpcObserver;
+  /** Largest request accepted; responses are never capped. */
+  maxReceiveBytes?: number;
+}
+
+export interface GrpcServer {
+  readonly port: number;
+  /** Health goes SERVING; call once everything else is ready. */
+  markServing(): void;
+  /** Health goes NOT_SERVING, new calls are refused, in-flight calls finish (bounded by graceMs). */
+  shutdown(graceMs: number): Promise<void>;
+}
+
+export const SERVICE = "bigfleet.v1alpha1.CapacityProvider";
+export const PROTO_PATH = fileURLToPath(
+  new URL("../../proto/bigfleet/v1alpha1/provider.proto", import.meta.url),
+);
+const DEFAULT_MAX_RECEIVE = 64 * 1024 * 1024;
+
+type Handler = (request: Uint8Array) => Promise<Uint8Array>;
+
+export async function startGrpcServer(opts: GrpcOptions): Promise<GrpcServer> {
+  const { kit, observer } = opts;
+  const enc = machineEncoder(opts.provider);
+
+  const handlers: Record<Method, Handler> = {
+    Create: async (b) => {
+      const m = decodeCreate(b);
+      const ack = await kit.create(m);
+      return enc.ack(ack.operationId, ack.machine);
+    },
+    Configure: async (b) => {
+      const m = decodeConfigure(b);
+      const ack = await kit.configure(m);
+      return enc.ack(ack.operationId, ack.machine);
+    },
+    Drain: async (b) => {
+      const m = decodeDrain(b);
+      const ack = await kit.drain(m);
+      return enc.ack(ack.operationId, ack.machine);
+    },
+    Delete: async (b) => {
+      const m = decodeDelete(b);
+      const ack = await kit.delete(m);
+      return enc.ack(ack.operationId, ack.machine);
+    },
+    Get: async (b) => enc.machine(await kit.get(decodeMachineRef(b))),
+    List: async (b) => {
+      const f = decodeListFilter(b);
+      const res = await kit.list(f);
+      return enc.list(res.machines, encodeRevision(res.revision));
+    },
+  };
+
+  const packageDefinition = protoLoader.loadSync(PROTO_PATH, { keepCase: true });
+  const generated = packageDefinition[SERVICE] as protoLoader.ServiceDefinition;
+  const definition: Record<string, grpc.MethodDefinition<Uint8Array, Uint8Array>> = {};
+  const implementation: grpc.UntypedServiceImplementation = {};
+  for (const method of Object.keys(handlers) as Method[]) {
+    definition[method] = {
+      path: generated[method].path,
+      requestStream: false,
+      responseStream: false,
+      // Requests stay raw bytes: decoding happens inside the handler, so a
+      // malformed message is answered like any other bad request.
+      requestDeserialize: (buf: Buffer) => buf,
+      requestSerialize: (b: Uint8Array) => Buffer.from(b),
+      responseSerialize: (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.byteLength),
+      responseDeserialize: (buf: Buffer) => buf,
+    };
+    implementation[method] = unary(method, handlers[method], observer);
+  }
+
+  const server = new grpc.Server({
+    "grpc.max_receive_message_length": opts.maxReceiveBytes ?? DEFAULT_MAX_RECEIVE,
+    "grpc.max_send_message_length": -1,
+  });
+  server.addService(definition, implementation);
+
+  const health = new HealthImplementation({ "": "NOT_SERVING", [SERVICE]: "NOT_SERVING" });
+  health.addToServer(server);
+  if (opts.reflection) new ReflectionService(packageDefinition).addToServer(server);
+
+  const bindHost = opts.host === "" ? "0.0.0.0" : opts.host;
+  const target = bindHost.includes(":") ? `[${bindHost}]:${opts.port}` : `${bindHost}:${opts.port}`;
+  const port = await new Promise<number>((resolve, reject) => {
+    server.bindAsync(target, opts.credentials, (err, p) => err ? reject(err) : resolve(p));
+  });
+
+  function setHealth(status: "SERVING" | "NOT_SERVING"): void {
+    health.setStatus("", status);
+    health.setStatus(SERVICE, status);
+  }
+
+  return {
+    port,
+    markServing: () => setHealth("SERVING"),
+    async shutdown(graceMs) {
+      setHealth("NOT_SERVING");
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(() => {
+          server.forceShutdown();
+          resolve();
+        }, graceMs);
+        server.tryShutdown(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    },
+  };
+}
+
+function unary(method: Method, handler: Handler, observer: RpcObserver): grpc.handleUnaryCall<
+  Uint8Array,
+  Uint8Array
+> {
+  return (call, callback) => {
+    const started = performance.now();
+    const finish = (code: number, error: string | null) =>
+      observer.rpc(method, code, (performance.now() - started) / 1000, error);
+    let pending: Promise<Uint8Array>;
+    try {
+      pending = handler(call.request);
+    } catch (e) {
+      pending = Promise.reject(e);
+    }
+    pending.then(
+      (bytes) => {
+        finish(grpc.status.OK, null);
+        callback(null, bytes);
+      },
+      (e) => {
+        const [code, details] = toStatus(method, e, observer);
+        finish(code, details);
+        callback({ code, details });
+      },
+    );
+  };
+}
+
+function toStatus(method: Method, e: unknown, observer: RpcObserver): [number, string] {
+  if (e instanceof KitError) return [e.code, e.message];
+  if (
+    e instanceof RangeError ||
+    e instanceof Error && /index out of range|invalid wire/.test(e.message)
+  ) {
+    return [Code.InvalidArgument, `malformed ${method} request: ${e.message}`];
+  }
+  observer.panic(method, e);
+  return [Code.Internal, `internal error in ${method}`];
+}
