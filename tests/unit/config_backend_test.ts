@@ -1,0 +1,195 @@
+import assert from "node:assert/strict";
+import { loadConfig } from "../../src/config/load.ts";
+import { ConfigError } from "../../src/config/types.ts";
+
+const CERT =
+  "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUQ0VSVA==\n-----END CERTIFICATE-----\n";
+const SECRET = "5e3c1f0a-aaaa-bbbb-cccc-0123456789ab";
+const PIN = "ab".repeat(32);
+
+/** A temp dir with a CA file and a token file, removed after `fn`. */
+async function withFiles(fn: (dir: string) => Promise<void>): Promise<void> {
+  const dir = await Deno.makeTempDir({ prefix: "config_backend_" });
+  try {
+    await Deno.writeTextFile(`${dir}/ca.pem`, CERT);
+    await Deno.writeTextFile(`${dir}/token`, `${SECRET}\n`);
+    await fn(dir);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+function realArgv(dir: string): string[] {
+  return [
+    "--proxmox-api-url=https://pve1.example:8006/api2/json",
+    "--proxmox-token-id=bigfleet@pve!autoscaler",
+    `--proxmox-token-file=${dir}/token`,
+    `--proxmox-ca-file=${dir}/ca.pem`,
+    "--nodes=pve1,pve2,pve3",
+    "--proxmox-pool=bigfleet",
+  ];
+}
+
+/** Rejects with a one-line ConfigError matching `re` that never contains the secret. */
+async function rejects(argv: string[], re: RegExp): Promise<void> {
+  await assert.rejects(loadConfig(argv), (e: unknown) => {
+    assert.ok(e instanceof ConfigError, `not a ConfigError: ${e}`);
+    assert.match(e.message, re);
+    assert.ok(!e.message.includes(SECRET), "secret leaked into the message");
+    assert.ok(!e.message.includes("\n"));
+    return true;
+  });
+}
+
+Deno.test("backend: a complete real configuration", async () => {
+  await withFiles(async (dir) => {
+    const c = await loadConfig(realArgv(dir));
+    assert.equal(c.backend, "proxmox");
+    assert.deepEqual(c.proxmox, {
+      apiUrl: "https://pve1.example:8006/api2/json",
+      tokenId: "bigfleet@pve!autoscaler",
+      tokenSecret: SECRET,
+      caPem: CERT,
+      fingerprint: null,
+      pool: "bigfleet",
+      nodes: ["pve1", "pve2", "pve3"],
+    });
+    // Built-in offerings use the first two nodes.
+    assert.deepEqual(c.zones, ["pve1", "pve2"]);
+    assert.deepEqual([...new Set(c.slots.map((s) => s.zone))], ["pve1", "pve2"]);
+    assert.equal(c.slots[0].id, "proxmox/OnDemand/pve.large/pve1/000");
+  });
+});
+
+Deno.test("backend: explicit --proxmox-backend=proxmox, Go-style single dash", async () => {
+  await withFiles(async (dir) => {
+    const argv = realArgv(dir).map((a) => a.slice(1));
+    const c = await loadConfig(["-proxmox-backend", "proxmox", ...argv]);
+    assert.equal(c.backend, "proxmox");
+  });
+});
+
+Deno.test("backend: one node gives two buckets", async () => {
+  await withFiles(async (dir) => {
+    const c = await loadConfig([...realArgv(dir), "--nodes=solo", "--seed-count=5"]);
+    assert.deepEqual(c.slots.map((s) => s.id), [
+      "proxmox/OnDemand/pve.large/solo/000",
+      "proxmox/OnDemand/pve.large/solo/001",
+      "proxmox/OnDemand/pve.large/solo/002",
+      "proxmox/OnDemand/pve.xlarge/solo/000",
+      "proxmox/OnDemand/pve.xlarge/solo/001",
+    ]);
+  });
+});
+
+Deno.test("backend: the token file wins over the inline secret", async () => {
+  await withFiles(async (dir) => {
+    const c = await loadConfig([...realArgv(dir), "--proxmox-token-secret=inline-secret"]);
+    assert.equal(c.proxmox!.tokenSecret, SECRET);
+    const argv = realArgv(dir).filter((a) => !a.startsWith("--proxmox-token-file"));
+    const inline = await loadConfig([...argv, "--proxmox-token-secret=inline-secret"]);
+    assert.equal(inline.proxmox!.tokenSecret, "inline-secret");
+  });
+});
+
+Deno.test("backend: a fingerprint alone is enough trust and is normalised", async () => {
+  await withFiles(async (dir) => {
+    const argv = realArgv(dir).filter((a) => !a.startsWith("--proxmox-ca-file"));
+    const c = await loadConfig([...argv, `--proxmox-tls-fingerprint=${PIN}`]);
+    assert.equal(c.proxmox!.caPem, null);
+    assert.equal(c.proxmox!.fingerprint, Array(32).fill("AB").join(":"));
+    const both = await loadConfig([...realArgv(dir), `--proxmox-tls-fingerprint=${PIN}`]);
+    assert.equal(both.proxmox!.caPem, CERT);
+    assert.ok(both.proxmox!.fingerprint);
+  });
+});
+
+Deno.test("backend: missing or bad real-backend settings", async () => {
+  await withFiles(async (dir) => {
+    const without = (prefix: string) => realArgv(dir).filter((a) => !a.startsWith(prefix));
+    const cases: [string[], RegExp][] = [
+      [
+        ["--proxmox-backend=proxmox", ...without("--proxmox-api-url")],
+        /^--proxmox-api-url: is required/,
+      ],
+      [
+        [...realArgv(dir), "--proxmox-api-url=http://pve1:8006"],
+        /^--proxmox-api-url: must be an https/,
+      ],
+      [without("--proxmox-token-id"), /^--proxmox-token-id: is required/],
+      [
+        [...realArgv(dir), "--proxmox-token-id=bigfleet"],
+        /^--proxmox-token-id: want USER@REALM!TOKENID/,
+      ],
+      [without("--proxmox-token-file"), /^no Proxmox token secret: set --proxmox-token-file/],
+      [
+        [...realArgv(dir), `--proxmox-token-file=${dir}/nope`],
+        /^--proxmox-token-file: cannot read/,
+      ],
+      [
+        [...realArgv(dir), `--proxmox-token-file=${dir}/ca.pem`],
+        /^--proxmox-token-file: token secret contains/,
+      ],
+      [
+        [...without("--proxmox-token-file"), `--proxmox-token-secret=${SECRET} x`],
+        /^--proxmox-token-secret: /,
+      ],
+      [without("--nodes"), /^--nodes: is required/],
+      [[...realArgv(dir), "--nodes=pve1,pve1"], /^--nodes: node "pve1" listed twice/],
+      [[...realArgv(dir), "--nodes=pve1,,pve2"], /^--nodes: empty node name/],
+      [[...realArgv(dir), "--nodes=a/b"], /^--nodes: .*"\/"/],
+      [
+        without("--proxmox-ca-file"),
+        /^no TLS trust for the Proxmox API: set --proxmox-ca-file or --proxmox-tls-fingerprint/,
+      ],
+      [
+        [...realArgv(dir), `--proxmox-ca-file=${dir}/token`],
+        /^--proxmox-ca-file: ".*token" holds no PEM CERTIFICATE block/,
+      ],
+      [
+        [...realArgv(dir), `--proxmox-ca-file=${dir}/missing.pem`],
+        /^--proxmox-ca-file: cannot read/,
+      ],
+      [
+        [...realArgv(dir), "--proxmox-tls-fingerprint=abc"],
+        /^--proxmox-tls-fingerprint: want a SHA-256/,
+      ],
+    ];
+    for (const [argv, re] of cases) await rejects(argv, re);
+  });
+});
+
+Deno.test("backend: empty token file is rejected without echoing", async () => {
+  await withFiles(async (dir) => {
+    await Deno.writeTextFile(`${dir}/token`, "\n");
+    await rejects(realArgv(dir), /^--proxmox-token-file: token secret is empty$/);
+  });
+});
+
+Deno.test("backend: offerings must stay on --nodes", async () => {
+  await withFiles(async (dir) => {
+    const offers = `${dir}/offerings.json`;
+    await Deno.writeTextFile(
+      offers,
+      JSON.stringify([
+        { instance_type: "pve.small", zone: "pve3", count: 2 },
+        { instance_type: "pve.small", zone: "pve1", count: 1, labels: { role: "worker" } },
+      ]),
+    );
+    const c = await loadConfig([...realArgv(dir), `--offerings=${offers}`]);
+    assert.deepEqual(c.zones, ["pve3", "pve1"]);
+    assert.deepEqual(c.slots.map((s) => s.id), [
+      "proxmox/OnDemand/pve.small/pve3/000",
+      "proxmox/OnDemand/pve.small/pve3/001",
+      "proxmox/OnDemand/pve.small/pve1/000",
+    ]);
+    await Deno.writeTextFile(
+      offers,
+      '[{"instance_type": "pve.small", "zone": "pve9", "count": 1}]',
+    );
+    await rejects(
+      [...realArgv(dir), `--offerings=${offers}`],
+      /^--offerings: .*zone "pve9" is not one of --nodes/,
+    );
+  });
+});
