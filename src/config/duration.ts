@@ -44,3 +44,15 @@ export function parseDuration(text: string): number {
   // Sub-millisecond units leave float noise (e.g. 0.1ms written as 100us).
   return Math.round(total * 1e6) / 1e6;
 }
+
+/** setTimeout's ceiling: larger delays fire at once instead of never. */
+export const MAX_TIMER_MS = 2_147_483_647;
+
+/** parseDuration for values that drive timers: at most ~24.8 days. */
+export function parseTimerDuration(text: string): number {
+  const ms = parseDuration(text);
+  if (ms > MAX_TIMER_MS) {
+    throw new Error(`duration ${JSON.stringify(text)} exceeds 596h (timer limit)`);
+  }
+  return ms;
+}

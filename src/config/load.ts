@@ -5,7 +5,7 @@ import type { Config, InstanceType } from "./types.ts";
 import { parseFlags } from "./flags.ts";
 import { flagError, forFlag, quote } from "./errors.ts";
 import { type ReadFile, readFlagFile, readFromDisk } from "./files.ts";
-import { parseDuration } from "./duration.ts";
+import { parseTimerDuration } from "./duration.ts";
 import { parseListenAddr } from "./addr.ts";
 import { builtinCatalog, parseCatalog, vmid } from "./catalog.ts";
 import {
@@ -34,10 +34,10 @@ export async function loadConfig(argv: string[], env: LoadEnv = {}): Promise<Con
     ? null
     : forFlag("metrics-addr", () => parseListenAddr(f["metrics-addr"]));
   const provider = forFlag("provider", () => checkProvider(f.provider));
-  const fakeDelayMs = forFlag("fake-delay", () => parseDuration(f["fake-delay"]));
+  const fakeDelayMs = forFlag("fake-delay", () => parseTimerDuration(f["fake-delay"]));
   const reconcileIntervalMs = forFlag(
     "reconcile-interval",
-    () => parseDuration(f["reconcile-interval"]),
+    () => parseTimerDuration(f["reconcile-interval"]),
   );
   const templateVmid = forFlag(
     "template-vmid",

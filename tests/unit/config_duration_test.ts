@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { parseDuration } from "../../src/config/duration.ts";
+import { parseDuration, parseTimerDuration } from "../../src/config/duration.ts";
 
 Deno.test("duration: Go forms parse to milliseconds", () => {
   const cases: [string, number][] = [
@@ -31,4 +31,10 @@ Deno.test("duration: garbage is rejected", () => {
 Deno.test("duration: a bare number hints at the missing unit", () => {
   assert.throws(() => parseDuration("30"), /missing unit/);
   assert.throws(() => parseDuration("3d"), /unknown unit "d"/);
+});
+
+Deno.test("duration: timer values stay below the setTimeout ceiling", () => {
+  assert.equal(parseTimerDuration("596h"), 2_145_600_000);
+  assert.throws(() => parseTimerDuration("597h"), /timer limit/);
+  assert.equal(parseDuration("597h"), 2_149_200_000);
 });

@@ -110,6 +110,7 @@ Deno.test("load: bad values name their flag", async () => {
     [["--fake-delay=soon"], /^--fake-delay: invalid duration/],
     [["--reconcile-interval=5"], /^--reconcile-interval: .*missing unit/],
     [["--reconcile-interval=-1m"], /^--reconcile-interval: negative/],
+    [["--reconcile-interval=1000h"], /^--reconcile-interval: .*timer limit/],
     [["--seed-count=-1"], /^--seed-count: must be >= 0/],
     [["--seed-count=1.5"], /^--seed-count: want an integer/],
     [["--seed-count=abc"], /^--seed-count: want an integer/],
