@@ -1,0 +1,307 @@
+#!/bin/sh
+# Creates the least-privilege Proxmox VE identity the BigFleet provider uses:
+# a user, narrowly scoped roles, a resource pool, ACLs, and a
+# privilege-separated API token. Run as root on any node of the cluster
+# (needs pveum and pvesh). Safe to re-run: existing objects are kept and
+# brought up to date; an existing token keeps its secret unless --rotate.
+#
+#   sh setup-token.sh [options]
+#
+# Options (each also settable through the environment variable shown):
+#   --user USER@REALM     BIGFLEET_USER        bigfleet@pve
+#   --token-name NAME     BIGFLEET_TOKEN_NAME  autoscaler
+#   --pool POOL           BIGFLEET_POOL        bigfleet
+#   --templates LIST      BIGFLEET_TEMPLATES   9000     template VMIDs, comma list
+#   --storages LIST       BIGFLEET_STORAGES    local-lvm  storages the clones' disks use
+#   --bridges LIST        BIGFLEET_BRIDGES     vmbr0    bridges, or ZONE/VNET for SDN vnets
+#   --role-prefix PREFIX  BIGFLEET_ROLE_PREFIX BigFleet
+#   --no-audit-all-vms    BIGFLEET_AUDIT_ALL_VMS=0
+#   --rotate              BIGFLEET_ROTATE=1    replace the token (prints a new secret)
+#   --dry-run             BIGFLEET_DRY_RUN=1   print the changes, make none
+#   --pve-major N         PVE_MAJOR            skip version detection (8 or 9)
+#
+# What the provider calls, and so what it is granted (nothing else):
+#   clone the template           VM.Clone on /vms/<template>; VM.Allocate on
+#                                /pool/<pool> (clones are created into the pool);
+#                                Datastore.AllocateSpace on the disks' storage;
+#                                SDN.Use on the bridge/vnet of the template NICs
+#   size and tag the clone       VM.Config.CPU, VM.Config.Memory, VM.Config.Options
+#   start / stop                 VM.PowerMgmt
+#   destroy                      VM.Allocate
+#   list / read VMs and tasks    VM.Audit, Pool.Audit, Datastore.Audit
+#   guest agent (osinfo, file-write, exec)
+#                                PVE 8: VM.Monitor
+#                                PVE 9: VM.GuestAgent.Audit + VM.GuestAgent.Unrestricted
+# No cloud-init, disk, network-config, snapshot, backup, migrate or Sys.* rights.
+set -eu
+
+BIGFLEET_USER="${BIGFLEET_USER:-bigfleet@pve}"
+BIGFLEET_TOKEN_NAME="${BIGFLEET_TOKEN_NAME:-autoscaler}"
+BIGFLEET_POOL="${BIGFLEET_POOL:-bigfleet}"
+BIGFLEET_TEMPLATES="${BIGFLEET_TEMPLATES:-9000}"
+BIGFLEET_STORAGES="${BIGFLEET_STORAGES:-local-lvm}"
+BIGFLEET_BRIDGES="${BIGFLEET_BRIDGES:-vmbr0}"
+BIGFLEET_ROLE_PREFIX="${BIGFLEET_ROLE_PREFIX:-BigFleet}"
+BIGFLEET_AUDIT_ALL_VMS="${BIGFLEET_AUDIT_ALL_VMS:-1}"
+BIGFLEET_ROTATE="${BIGFLEET_ROTATE:-0}"
+BIGFLEET_DRY_RUN="${BIGFLEET_DRY_RUN:-0}"
+PVE_MAJOR="${PVE_MAJOR:-}"
+
+prog="setup-token.sh"
+
+die() {
+	echo "${prog}: $*" >&2
+	exit 1
+}
+
+info() {
+	echo "${prog}: $*" >&2
+}
+
+usage() {
+	sed -n '2,/^set -eu$/p' "$0" | sed -e '/^set -eu$/d' -e 's/^# \{0,1\}//'
+}
+
+need_arg() {
+	[ "$#" -ge 2 ] || die "$1 needs a value"
+}
+
+while [ "$#" -gt 0 ]; do
+	case "$1" in
+	--user) need_arg "$@"; BIGFLEET_USER="$2"; shift 2 ;;
+	--user=*) BIGFLEET_USER="${1#*=}"; shift ;;
+	--token-name) need_arg "$@"; BIGFLEET_TOKEN_NAME="$2"; shift 2 ;;
+	--token-name=*) BIGFLEET_TOKEN_NAME="${1#*=}"; shift ;;
+	--pool) need_arg "$@"; BIGFLEET_POOL="$2"; shift 2 ;;
+	--pool=*) BIGFLEET_POOL="${1#*=}"; shift ;;
+	--templates | --template) need_arg "$@"; BIGFLEET_TEMPLATES="$2"; shift 2 ;;
+	--templates=* | --template=*) BIGFLEET_TEMPLATES="${1#*=}"; shift ;;
+	--storages | --storage) need_arg "$@"; BIGFLEET_STORAGES="$2"; shift 2 ;;
+	--storages=* | --storage=*) BIGFLEET_STORAGES="${1#*=}"; shift ;;
+	--bridges | --bridge) need_arg "$@"; BIGFLEET_BRIDGES="$2"; shift 2 ;;
+	--bridges=* | --bridge=*) BIGFLEET_BRIDGES="${1#*=}"; shift ;;
+	--role-prefix) need_arg "$@"; BIGFLEET_ROLE_PREFIX="$2"; shift 2 ;;
+	--role-prefix=*) BIGFLEET_ROLE_PREFIX="${1#*=}"; shift ;;
+	--no-audit-all-vms) BIGFLEET_AUDIT_ALL_VMS=0; shift ;;
+	--rotate) BIGFLEET_ROTATE=1; shift ;;
+	--dry-run) BIGFLEET_DRY_RUN=1; shift ;;
+	--pve-major) need_arg "$@"; PVE_MAJOR="$2"; shift 2 ;;
+	--pve-major=*) PVE_MAJOR="${1#*=}"; shift ;;
+	-h | --help) usage; exit 0 ;;
+	*) die "unknown option: $1 (see --help)" ;;
+	esac
+done
+
+# ---- validate input before touching anything --------------------------------
+
+case "${BIGFLEET_USER}" in
+*@*) ;;
+*) die "--user must be USER@REALM, got '${BIGFLEET_USER}'" ;;
+esac
+case "${BIGFLEET_USER}" in
+*!*) die "--user must not contain '!' (the token name is --token-name)" ;;
+esac
+# pveum's token id format: a letter, then letters, digits, '.', '_' or '-'.
+if ! printf '%s\n' "${BIGFLEET_TOKEN_NAME}" | grep -Eq '^[A-Za-z][A-Za-z0-9._-]*$'; then
+	die "--token-name must match [A-Za-z][A-Za-z0-9._-]*, got '${BIGFLEET_TOKEN_NAME}'"
+fi
+if ! printf '%s\n' "${BIGFLEET_POOL}" | grep -Eq '^[A-Za-z0-9_][A-Za-z0-9._-]*$'; then
+	die "--pool is not a valid pool id: '${BIGFLEET_POOL}'"
+fi
+[ -n "${BIGFLEET_TEMPLATES}" ] || die "--templates needs at least one template VMID"
+for vmid in $(printf '%s' "${BIGFLEET_TEMPLATES}" | tr ',' ' '); do
+	printf '%s\n' "${vmid}" | grep -Eq '^[1-9][0-9]{2,8}$' ||
+		die "--templates: '${vmid}' is not a VMID (100..999999999)"
+done
+case "${PVE_MAJOR}" in
+'' | [0-9] | [0-9][0-9]) ;;
+*) die "--pve-major must be a number, got '${PVE_MAJOR}'" ;;
+esac
+
+command -v pveum >/dev/null 2>&1 || die "pveum not found: run this on a Proxmox VE node"
+command -v pvesh >/dev/null 2>&1 || die "pvesh not found: run this on a Proxmox VE node"
+
+TOKEN_ID="${BIGFLEET_USER}!${BIGFLEET_TOKEN_NAME}"
+ROLE_VM="${BIGFLEET_ROLE_PREFIX}Provisioner"
+ROLE_TEMPLATE="${BIGFLEET_ROLE_PREFIX}TemplateCloner"
+ROLE_STORAGE="${BIGFLEET_ROLE_PREFIX}Storage"
+ROLE_NETWORK="${BIGFLEET_ROLE_PREFIX}Network"
+ROLE_AUDIT="${BIGFLEET_ROLE_PREFIX}Auditor"
+
+# Mutations go through run(), so --dry-run shows them without applying them.
+# Read-only queries run either way.
+run() {
+	if [ "${BIGFLEET_DRY_RUN}" = "1" ]; then
+		echo "+ $*" >&2
+		return 0
+	fi
+	"$@"
+}
+
+# JSON lists from pveum are compact; allow optional spaces anyway.
+json_has() {
+	# $1 = field, $2 = value, stdin = JSON
+	grep -Eq "\"$1\"[[:space:]]*:[[:space:]]*\"$2\""
+}
+
+# Every privilege this PVE knows appears in the built-in roles (Administrator
+# holds them all), so the role list answers "does this privilege exist?".
+ROLE_LIST="$(pveum role list --output-format json)"
+known_priv() {
+	printf '%s' "${ROLE_LIST}" | grep -q "$1"
+}
+
+# ---- guest-agent privileges: renamed in PVE 9 ---------------------------------
+
+if [ -z "${PVE_MAJOR}" ]; then
+	if known_priv 'VM.GuestAgent.Unrestricted'; then
+		PVE_MAJOR=9
+	elif known_priv 'VM.Monitor'; then
+		PVE_MAJOR=8
+	elif command -v pveversion >/dev/null 2>&1; then
+		PVE_MAJOR="$(pveversion | sed -n 's|^pve-manager/\([0-9][0-9]*\)\..*|\1|p')"
+	fi
+fi
+[ -n "${PVE_MAJOR}" ] || die "cannot tell the PVE version; pass --pve-major 8 or 9"
+if [ "${PVE_MAJOR}" -ge 9 ]; then
+	# Audit: ping/get-osinfo. Unrestricted: exec + exec-status (and file-write).
+	AGENT_PRIVS="VM.GuestAgent.Audit,VM.GuestAgent.Unrestricted"
+else
+	AGENT_PRIVS="VM.Monitor"
+fi
+info "PVE ${PVE_MAJOR}: guest-agent privileges ${AGENT_PRIVS}"
+
+# ---- roles --------------------------------------------------------------------
+
+ensure_role() {
+	# $1 = role, $2 = comma-separated privileges (replaces the role's set, so a
+	# re-run also removes privileges an older version of this script granted).
+	if printf '%s' "${ROLE_LIST}" | json_has roleid "$1"; then
+		info "role $1: updating privileges"
+		run pveum role modify "$1" --privs "$2"
+	else
+		info "role $1: creating"
+		run pveum role add "$1" --privs "$2"
+	fi
+}
+
+# Scoped to the pool, and through it to every VM the provider created there.
+ensure_role "${ROLE_VM}" "VM.Allocate,VM.Audit,VM.Config.CPU,VM.Config.Memory,VM.Config.Options,VM.PowerMgmt,${AGENT_PRIVS},Pool.Audit"
+# Only on the templates: clone and read, never change or start them.
+ensure_role "${ROLE_TEMPLATE}" "VM.Clone,VM.Audit"
+ensure_role "${ROLE_STORAGE}" "Datastore.AllocateSpace,Datastore.Audit"
+if [ "${BIGFLEET_AUDIT_ALL_VMS}" = "1" ]; then
+	# A clone joins the pool only when its disk copy ends; until then only
+	# VM.Audit on /vms lets the provider see (and adopt) its in-flight clone.
+	ensure_role "${ROLE_AUDIT}" "VM.Audit"
+fi
+HAVE_SDN_USE=0
+if known_priv 'SDN.Use'; then
+	# PVE 8+ checks SDN.Use on the bridge/vnet of each NIC a clone copies.
+	HAVE_SDN_USE=1
+	ensure_role "${ROLE_NETWORK}" "SDN.Use"
+fi
+
+# ---- user and pool ---------------------------------------------------------------
+
+if pveum user list --output-format json | json_has userid "${BIGFLEET_USER}"; then
+	info "user ${BIGFLEET_USER}: exists"
+else
+	info "user ${BIGFLEET_USER}: creating (no password: it is used through its token only)"
+	run pveum user add "${BIGFLEET_USER}" --comment "BigFleet CapacityProvider"
+fi
+
+if pveum pool list --output-format json | json_has poolid "${BIGFLEET_POOL}"; then
+	info "pool ${BIGFLEET_POOL}: exists"
+else
+	info "pool ${BIGFLEET_POOL}: creating"
+	run pveum pool add "${BIGFLEET_POOL}" --comment "VMs managed by BigFleet"
+fi
+
+# ---- token ------------------------------------------------------------------------
+
+TOKEN_SECRET=""
+token_exists() {
+	pveum user token list "${BIGFLEET_USER}" --output-format json 2>/dev/null |
+		json_has tokenid "${BIGFLEET_TOKEN_NAME}"
+}
+create_token() {
+	if [ "${BIGFLEET_DRY_RUN}" = "1" ]; then
+		run pveum user token add "${BIGFLEET_USER}" "${BIGFLEET_TOKEN_NAME}" --privsep 1
+		TOKEN_SECRET="(dry run: no token created)"
+		return 0
+	fi
+	# --privsep 1: the token gets only the ACLs granted to it below, never all
+	# of the user's rights.
+	out="$(pveum user token add "${BIGFLEET_USER}" "${BIGFLEET_TOKEN_NAME}" \
+		--privsep 1 --comment "BigFleet CapacityProvider" --output-format json)"
+	TOKEN_SECRET="$(printf '%s' "${out}" | sed -n 's/.*"value"[[:space:]]*:[[:space:]]*"\([^"]*\)".*/\1/p')"
+	[ -n "${TOKEN_SECRET}" ] || die "token created but no secret in pveum's answer"
+}
+
+if token_exists; then
+	if [ "${BIGFLEET_ROTATE}" = "1" ]; then
+		info "token ${TOKEN_ID}: rotating (the old secret stops working now)"
+		run pveum user token remove "${BIGFLEET_USER}" "${BIGFLEET_TOKEN_NAME}"
+		create_token
+	else
+		info "token ${TOKEN_ID}: exists; keeping its secret (use --rotate for a new one)"
+	fi
+else
+	info "token ${TOKEN_ID}: creating"
+	create_token
+fi
+
+# ---- ACLs ----------------------------------------------------------------------------
+
+# A privilege-separated token holds the intersection of its own ACLs and its
+# user's, so every grant goes to both.
+grant() {
+	# $1 = path, $2 = role, $3 = propagate (0|1)
+	info "acl $1: $2 (propagate=$3)"
+	run pveum acl modify "$1" --users "${BIGFLEET_USER}" --roles "$2" --propagate "$3"
+	run pveum acl modify "$1" --tokens "${TOKEN_ID}" --roles "$2" --propagate "$3"
+}
+
+# propagate=1: the pool's members (the provider's VMs) inherit the role.
+grant "/pool/${BIGFLEET_POOL}" "${ROLE_VM}" 1
+for vmid in $(printf '%s' "${BIGFLEET_TEMPLATES}" | tr ',' ' '); do
+	grant "/vms/${vmid}" "${ROLE_TEMPLATE}" 0
+done
+for storage in $(printf '%s' "${BIGFLEET_STORAGES}" | tr ',' ' '); do
+	grant "/storage/${storage}" "${ROLE_STORAGE}" 0
+done
+if [ "${HAVE_SDN_USE}" = "1" ]; then
+	for bridge in $(printf '%s' "${BIGFLEET_BRIDGES}" | tr ',' ' '); do
+		case "${bridge}" in
+		*/*) grant "/sdn/zones/${bridge}" "${ROLE_NETWORK}" 0 ;;
+		# Plain Linux bridges live in the built-in "localnetwork" zone.
+		*) grant "/sdn/zones/localnetwork/${bridge}" "${ROLE_NETWORK}" 0 ;;
+		esac
+	done
+fi
+if [ "${BIGFLEET_AUDIT_ALL_VMS}" = "1" ]; then
+	grant "/vms" "${ROLE_AUDIT}" 1
+fi
+
+# ---- result ---------------------------------------------------------------------------
+
+echo
+echo "Proxmox API token for BigFleet"
+echo "  token id (proxmox.tokenID): ${TOKEN_ID}"
+echo "  pool     (proxmox.pool):    ${BIGFLEET_POOL}"
+if [ -n "${TOKEN_SECRET}" ]; then
+	echo "  token secret:               ${TOKEN_SECRET}"
+	echo
+	echo "Proxmox shows this secret only once. Store it in a Kubernetes Secret now:"
+	echo "  kubectl -n bigfleet create secret generic bigfleet-proxmox-token \\"
+	echo "    --from-literal=token='${TOKEN_SECRET}'"
+else
+	echo "  token secret:               (unchanged; rerun with --rotate for a new one)"
+fi
+echo
+echo "TLS trust for the API (one is required): the cluster CA"
+echo "  kubectl -n bigfleet create secret generic bigfleet-proxmox-ca \\"
+echo "    --from-file=ca.pem=/etc/pve/pve-root-ca.pem"
+echo "or the API certificate's SHA-256 fingerprint (proxmox.tlsFingerprint):"
+echo "  openssl x509 -in /etc/pve/local/pve-ssl.pem -noout -fingerprint -sha256"
