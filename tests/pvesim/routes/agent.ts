@@ -1,0 +1,94 @@
+// /nodes/{node}/qemu/{vmid}/agent/*: get-osinfo, ping, file-write, exec, exec-status.
+
+import { assertAgent, exec, execStatus, fileWrite, osInfo } from "../agent.ts";
+import { NODE, type Params, VMID } from "../params.ts";
+import type { Route, RouteCtx } from "../router.ts";
+import { openVm, vmPerm } from "./qemu.ts";
+
+// PVE 8 checks VM.Monitor for every agent call.
+const perm = vmPerm("VM.Monitor");
+
+/** Wraps an agent handler with faults.agentSlowMs (QGA answering late). */
+function slow(fn: (ctx: RouteCtx) => unknown): (ctx: RouteCtx) => Promise<unknown> {
+  return async (ctx) => {
+    if (ctx.core.faults.agentSlowMs > 0) await ctx.core.timers.sleep(ctx.core.faults.agentSlowMs);
+    return fn(ctx);
+  };
+}
+
+const base = { node: NODE, vmid: VMID };
+
+function osinfoHandler({ core, params }: RouteCtx) {
+  assertAgent(core, openVm(core, params), "guest-get-osinfo");
+  return osInfo();
+}
+
+export const agentRoutes: Route[] = [
+  {
+    method: "GET",
+    pattern: "/nodes/{node}/qemu/{vmid}/agent/get-osinfo",
+    schema: base,
+    perm,
+    handler: slow(osinfoHandler),
+  },
+  {
+    method: "POST",
+    pattern: "/nodes/{node}/qemu/{vmid}/agent/ping",
+    schema: base,
+    perm,
+    handler: slow(({ core, params }) => {
+      assertAgent(core, openVm(core, params), "guest-ping");
+      return { result: {} };
+    }),
+  },
+  {
+    method: "POST",
+    pattern: "/nodes/{node}/qemu/{vmid}/agent/file-write",
+    schema: {
+      ...base,
+      file: { type: "string" },
+      content: { type: "string", maxLength: 61440 },
+      encode: { type: "boolean", optional: true },
+    },
+    perm,
+    handler: slow(({ core, params }) => {
+      const p = params as Params;
+      fileWrite(
+        core,
+        openVm(core, p),
+        p.file as string,
+        p.content as string,
+        (p.encode as boolean | undefined) ?? true,
+      );
+      return null;
+    }),
+  },
+  {
+    method: "POST",
+    pattern: "/nodes/{node}/qemu/{vmid}/agent/exec",
+    schema: {
+      ...base,
+      command: { type: "array" },
+      "input-data": { type: "string", optional: true, maxLength: 65536 },
+    },
+    perm,
+    handler: slow(({ core, params }) => {
+      const pid = exec(
+        core,
+        openVm(core, params),
+        params.command as string[],
+        (params["input-data"] as string | undefined) ?? "",
+      );
+      return { pid };
+    }),
+  },
+  {
+    method: "GET",
+    pattern: "/nodes/{node}/qemu/{vmid}/agent/exec-status",
+    schema: { ...base, pid: { type: "integer" } },
+    perm,
+    handler: slow(({ core, params }) =>
+      execStatus(core, openVm(core, params), params.pid as number)
+    ),
+  },
+];

@@ -1,0 +1,178 @@
+// /cluster/status, /cluster/resources, /cluster/nextid, /version.
+
+import { fail, paramError } from "../errors.ts";
+import { vmidFormat } from "../params.ts";
+import type { Route, SimCore } from "../router.ts";
+import { usageStats, type VmRecord } from "../state.ts";
+
+const root = (): [string, string] => ["/", "Sys.Audit"];
+
+function clusterStatus(core: SimCore): unknown[] {
+  const nodes = core.state.nodes;
+  const out: unknown[] = [];
+  // A single node is not "clustered": no cluster entry then.
+  if (nodes.length > 1) {
+    out.push({
+      type: "cluster",
+      id: "cluster",
+      name: "pvesim",
+      version: 7,
+      quorate: 1,
+      nodes: nodes.length,
+    });
+  }
+  nodes.forEach((n, i) =>
+    out.push({
+      type: "node",
+      id: `node/${n}`,
+      name: n,
+      nodeid: i + 1,
+      ip: `10.0.0.${i + 1}`,
+      local: i === 0 ? 1 : 0,
+      online: 1,
+      level: "",
+    })
+  );
+  return out;
+}
+
+function qemuEntry(core: SimCore, vm: VmRecord): Record<string, unknown> {
+  const e: Record<string, unknown> = {
+    id: `qemu/${vm.vmid}`,
+    vmid: vm.vmid,
+    node: vm.node,
+    type: "qemu",
+  };
+  // name/status/template come from pvestatd's RRD data, which lags.
+  const rrd = core.state.rrdView(vm);
+  if (rrd) {
+    const cores = Number(vm.config.cores ?? 1) * Number(vm.config.sockets ?? 1);
+    Object.assign(e, {
+      status: rrd.status,
+      name: rrd.name,
+      template: rrd.template,
+      maxcpu: cores,
+      ...usageStats(vm, rrd.status === "running"),
+    });
+  } else e.status = "unknown";
+  // lock and tags are read straight from the config file: no lag.
+  if (vm.pool) e.pool = vm.pool;
+  if (vm.config.tags !== undefined) e.tags = String(vm.config.tags);
+  if (vm.config.lock !== undefined) e.lock = String(vm.config.lock);
+  return e;
+}
+
+function resources(core: SimCore, type?: string): unknown[] {
+  const out: unknown[] = [];
+  const { state, faults } = core;
+  if (type === undefined || type === "node") {
+    for (const n of state.nodes) {
+      out.push({
+        id: `node/${n}`,
+        type: "node",
+        node: n,
+        status: "online",
+        level: "",
+        maxcpu: 16,
+        cpu: 0.03,
+        maxmem: 68719476736,
+        mem: 8589934592,
+        maxdisk: 107374182400,
+        disk: 10737418240,
+        uptime: 864000,
+        cgroup_mode: 2,
+      });
+    }
+  }
+  if (type === undefined || type === "storage") {
+    for (const n of state.nodes) {
+      out.push({
+        id: `storage/${n}/local-lvm`,
+        type: "storage",
+        storage: "local-lvm",
+        node: n,
+        status: "available",
+        plugintype: "lvmthin",
+        content: "images,rootdir",
+        shared: 0,
+        maxdisk: 1099511627776,
+        disk: 53687091200,
+      });
+    }
+  }
+  if ((type === undefined || type === "vm") && !faults.auditHidden) {
+    // Without VM.Audit guests are silently left out (no 403).
+    for (const vm of [...state.vms.values()].sort((a, b) => a.vmid - b.vmid)) {
+      out.push(qemuEntry(core, vm));
+    }
+    for (const ct of state.lxc.values()) {
+      out.push({
+        id: `lxc/${ct.vmid}`,
+        vmid: ct.vmid,
+        node: ct.node,
+        type: "lxc",
+        status: ct.status,
+        name: ct.name,
+        template: 0,
+        maxcpu: 1,
+        cpu: 0,
+        maxmem: 536870912,
+        mem: 0,
+        maxdisk: 8589934592,
+        disk: 0,
+        uptime: ct.status === "running" ? 86400 : 0,
+        netin: 0,
+        netout: 0,
+        diskread: 0,
+        diskwrite: 0,
+      });
+    }
+  }
+  if (type === undefined || type === "pool") {
+    for (const p of state.pools) out.push({ id: `/pool/${p}`, type: "pool", pool: p });
+  }
+  return out;
+}
+
+function nextId(core: SimCore, vmid?: number): string {
+  const { state } = core;
+  if (vmid !== undefined) {
+    if (state.vmidTaken(vmid)) throw paramError({ vmid: `VM ${vmid} already exists` });
+    return String(vmid);
+  }
+  // Nothing is reserved: an in-flight clone takes its id only once its worker wrote the config.
+  for (let id = 100; id <= 1_000_000; id++) if (!state.vmidTaken(id)) return String(id);
+  throw fail("unable to get any free VMID in range [100, 1000000]");
+}
+
+export const clusterRoutes: Route[] = [
+  {
+    method: "GET",
+    pattern: "/version",
+    schema: {},
+    perm: root,
+    handler: () => ({ version: "8.4.1", release: "8.4", repoid: "2a5fa54a8503f96d" }),
+  },
+  {
+    method: "GET",
+    pattern: "/cluster/status",
+    schema: {},
+    perm: root,
+    handler: ({ core }) => clusterStatus(core),
+  },
+  {
+    method: "GET",
+    pattern: "/cluster/resources",
+    schema: { type: { type: "string", optional: true, enum: ["vm", "storage", "node", "sdn"] } },
+    perm: root,
+    handler: ({ core, params }) =>
+      params.type === "sdn" ? [] : resources(core, params.type as string | undefined),
+  },
+  {
+    method: "GET",
+    pattern: "/cluster/nextid",
+    schema: { vmid: { type: "integer", optional: true, format: vmidFormat } },
+    perm: root,
+    handler: ({ core, params }) => nextId(core, params.vmid as number | undefined),
+  },
+];

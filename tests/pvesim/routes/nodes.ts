@@ -1,0 +1,127 @@
+// /nodes/{node}/status, /nodes/{node}/qemu (list) and task status/log.
+
+import { fail, paramError } from "../errors.ts";
+import { NODE } from "../params.ts";
+import type { Route, SimCore } from "../router.ts";
+import { parseUpid, type Task } from "../tasks.ts";
+
+/** pveproxy resolves the node name before proxying; an unknown one dies. */
+export function checkNode(core: SimCore, node: string): void {
+  if (!core.state.isNode(node)) {
+    throw fail(
+      `hostname lookup '${node}' failed - failed to get address info for: ${node}: Name or service not known`,
+    );
+  }
+}
+
+function nodeStatus(): Record<string, unknown> {
+  return {
+    cpu: 0.031,
+    wait: 0.001,
+    idle: 0,
+    uptime: 864000,
+    loadavg: ["0.42", "0.38", "0.35"],
+    kversion: "Linux 6.8.12-4-pve #1 SMP PREEMPT_DYNAMIC PMX 6.8.12-4 (2024-11-06T15:04Z)",
+    pveversion: "pve-manager/8.4.1/2a5fa54a8503f96d",
+    "current-kernel": {
+      machine: "x86_64",
+      release: "6.8.12-4-pve",
+      sysname: "Linux",
+      version: "#1 SMP PREEMPT_DYNAMIC PMX 6.8.12-4 (2024-11-06T15:04Z)",
+    },
+    "boot-info": { mode: "efi", secureboot: 0 },
+    cpuinfo: {
+      cpus: 16,
+      cores: 8,
+      sockets: 1,
+      model: "AMD EPYC 7302P 16-Core Processor",
+      mhz: "3000.000",
+      hvm: "1",
+      flags: "fpu vme",
+      user_hz: 100,
+    },
+    memory: { total: 68719476736, used: 8589934592, free: 60129542144 },
+    swap: { total: 0, used: 0, free: 0 },
+    rootfs: { total: 107374182400, used: 10737418240, free: 96636764160, avail: 91000000000 },
+    ksm: { shared: 0 },
+  };
+}
+
+function findTask(core: SimCore, node: string, upid: string): Task {
+  const parsed = parseUpid(upid);
+  if (!parsed) throw paramError({ upid: "unable to parse worker upid" });
+  // Decoding accepts either hex case; the registry keys are upper-case.
+  const t = [...core.tasks.tasks.values()].find((x) => x.upid.toUpperCase() === upid.toUpperCase());
+  // The task log lives on the UPID's node: asking another node finds nothing.
+  if (!t || parsed.node !== node) throw paramError({ upid: "no such task" });
+  return t;
+}
+
+const nodePerm = (p: Record<string, unknown>): [string, string] => [
+  `/nodes/${p.node}`,
+  "Sys.Audit",
+];
+
+export const nodeRoutes: Route[] = [
+  {
+    method: "GET",
+    pattern: "/nodes/{node}/status",
+    schema: { node: NODE },
+    perm: nodePerm,
+    handler: ({ core, params }) => {
+      checkNode(core, params.node as string);
+      return nodeStatus();
+    },
+  },
+  {
+    method: "GET",
+    pattern: "/nodes/{node}/qemu",
+    schema: { node: NODE, full: { type: "boolean", optional: true } },
+    perm: nodePerm,
+    handler: ({ core, params }) => {
+      checkNode(core, params.node as string);
+      if (core.faults.auditHidden) return [];
+      return [...core.state.vms.values()].filter((v) => v.node === params.node).map((v) => {
+        const e: Record<string, unknown> = {
+          vmid: v.vmid,
+          status: v.status,
+          name: v.config.name ?? `VM ${v.vmid}`,
+        };
+        if (v.config.template) e.template = 1;
+        if (v.config.lock !== undefined) e.lock = v.config.lock;
+        if (v.config.tags !== undefined) e.tags = v.config.tags;
+        return e;
+      });
+    },
+  },
+  {
+    method: "GET",
+    pattern: "/nodes/{node}/tasks/{upid}/status",
+    schema: { node: NODE, upid: { type: "string" } },
+    perm: nodePerm,
+    handler: ({ core, params }) => {
+      checkNode(core, params.node as string);
+      return core.tasks.statusJson(findTask(core, params.node as string, params.upid as string));
+    },
+  },
+  {
+    method: "GET",
+    pattern: "/nodes/{node}/tasks/{upid}/log",
+    schema: {
+      node: NODE,
+      upid: { type: "string" },
+      start: { type: "integer", optional: true, min: 0 },
+      limit: { type: "integer", optional: true, min: 0 },
+      download: { type: "boolean", optional: true },
+    },
+    perm: nodePerm,
+    handler: ({ core, params }) => {
+      checkNode(core, params.node as string);
+      const t = findTask(core, params.node as string, params.upid as string);
+      const lines = t.log.length > 0 ? t.log : ["no content"];
+      const start = (params.start as number | undefined) ?? 0;
+      const limit = (params.limit as number | undefined) ?? 50;
+      return lines.slice(start, start + limit).map((l, i) => ({ n: start + i + 1, t: l }));
+    },
+  },
+];

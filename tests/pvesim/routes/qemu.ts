@@ -1,0 +1,289 @@
+// VM status, config (sync PUT / async POST), start, stop and destroy.
+
+import { ApiError, fail, lockedError, noConfig, paramError, TaskFailure } from "../errors.ts";
+import { takeTaskError } from "../faults.ts";
+import {
+  dnsName,
+  memoryFormat,
+  memoryValue,
+  NODE,
+  normaliseTags,
+  type Params,
+  type Schema,
+  tagList,
+  VMID,
+} from "../params.ts";
+import type { Route, RouteCtx, SimCore } from "../router.ts";
+import { agentEnabled, usageStats, type VmRecord } from "../state.ts";
+import { checkNode } from "./nodes.ts";
+
+export const vmPerm = (priv: string) => (p: Params): [string, string] => [`/vms/${p.vmid}`, priv];
+
+/** Node check + the VM as that node sees it. */
+export function openVm(core: SimCore, params: Params): VmRecord {
+  checkNode(core, params.node as string);
+  return core.state.vmOn(params.node as string, params.vmid as number);
+}
+
+function statusCurrent(vm: VmRecord): Record<string, unknown> {
+  const c = vm.config;
+  const running = vm.status === "running";
+  const out: Record<string, unknown> = {
+    vmid: vm.vmid,
+    status: vm.status,
+    name: c.name !== undefined ? String(c.name) : `VM ${vm.vmid}`,
+    cpus: Number(c.cores ?? 1) * Number(c.sockets ?? 1),
+    ...usageStats(vm, running),
+    ha: { managed: 0 },
+  };
+  if (running) {
+    out.qmpstatus = "running";
+    out.pid = vm.qemuPid;
+    out["running-machine"] = "pc-i440fx-9.2+pve1";
+    out["running-qemu"] = "9.2.0";
+  }
+  if (c.lock !== undefined) out.lock = String(c.lock);
+  if (c.tags !== undefined) out.tags = String(c.tags);
+  if (c.template) out.template = 1;
+  if (agentEnabled(c.agent)) out.agent = 1;
+  return out;
+}
+
+const CONFIG_SCHEMA: Schema = {
+  node: NODE,
+  vmid: VMID,
+  cores: { type: "integer", optional: true, min: 1, max: 1024 },
+  sockets: { type: "integer", optional: true, min: 1, max: 4 },
+  memory: { type: "string", optional: true, format: memoryFormat },
+  balloon: { type: "integer", optional: true, min: 0 },
+  name: { type: "string", optional: true, format: dnsName },
+  description: { type: "string", optional: true, maxLength: 8192 },
+  tags: { type: "string", optional: true, format: tagList },
+  agent: { type: "string", optional: true },
+  onboot: { type: "boolean", optional: true },
+  delete: { type: "string", optional: true },
+  revert: { type: "string", optional: true },
+  digest: { type: "string", optional: true, maxLength: 64 },
+  skiplock: { type: "boolean", optional: true },
+};
+
+/** Checks that need no VM: token callers may never skiplock. */
+function rejectSkiplock(params: Params): void {
+  if (params.skiplock !== undefined) {
+    throw paramError({ skiplock: "Only root may use this option." });
+  }
+}
+
+const META = new Set(["node", "vmid", "digest", "skiplock", "background_delay"]);
+
+/** The config update shared by PUT (sync) and POST (in a qmconfig task). */
+function applyConfig(core: SimCore, vm: VmRecord, params: Params): void {
+  const keys = Object.keys(params).filter((k) => !META.has(k));
+  if (keys.length === 0) throw fail("no options specified");
+  core.state.checkLock(vm);
+  if (params.digest !== undefined && params.digest !== core.state.digest(vm)) {
+    throw fail("checksum mismatch (file change by other user?)");
+  }
+  const c = vm.config;
+  const memory = params.memory !== undefined ? memoryValue(String(params.memory)) : undefined;
+  const balloon = params.balloon !== undefined ? Number(params.balloon) : Number(c.balloon ?? 0);
+  const effMem = memory ?? memoryValue(String(c.memory ?? "512"));
+  if (balloon > effMem) {
+    throw fail("balloon value too large (must be smaller than assigned memory)");
+  }
+  const nameBefore = c.name;
+  for (const k of keys) {
+    const v = params[k];
+    if (k === "delete" || k === "revert") continue;
+    if (k === "tags") {
+      const t = normaliseTags(String(v));
+      if (t === "") delete c.tags;
+      else c.tags = t;
+    } else if (k === "memory") c.memory = String(memory);
+    else if (typeof v === "boolean") c[k] = v ? 1 : 0;
+    else c[k] = v as string | number;
+  }
+  if (params.delete !== undefined) {
+    for (const k of String(params.delete).split(/[,;\s]+/).filter(Boolean)) delete c[k];
+  }
+  if (c.name !== nameBefore) core.state.publish(vm);
+}
+
+function vmTask(
+  ctx: RouteCtx,
+  type: "qmstart" | "qmstop" | "qmdestroy" | "qmconfig",
+  work: (vm: VmRecord | undefined) => Promise<void>,
+): string {
+  const { core, params, authid } = ctx;
+  const node = params.node as string;
+  const vmid = params.vmid as number;
+  const t = core.tasks.start(node, type, String(vmid), authid, async () => {
+    const vm = core.state.vms.get(vmid);
+    await work(vm && vm.node === node ? vm : undefined);
+  });
+  return t.upid;
+}
+
+function injected(core: SimCore, type: "qmstart" | "qmstop" | "qmdestroy" | "qmconfig"): void {
+  const e = takeTaskError(core.faults, type);
+  if (e !== undefined) throw new TaskFailure(e);
+}
+
+/** Lock check inside a worker: the text ends up in the task exitstatus. */
+function taskCheckLock(vm: VmRecord): void {
+  if (vm.config.lock !== undefined) {
+    throw new TaskFailure(lockedError(String(vm.config.lock)).message);
+  }
+}
+
+export const qemuRoutes: Route[] = [
+  {
+    method: "GET",
+    pattern: "/nodes/{node}/qemu/{vmid}/status/current",
+    schema: { node: NODE, vmid: VMID },
+    perm: vmPerm("VM.Audit"),
+    handler: ({ core, params }) => statusCurrent(openVm(core, params)),
+  },
+  {
+    method: "GET",
+    pattern: "/nodes/{node}/qemu/{vmid}/config",
+    schema: {
+      node: NODE,
+      vmid: VMID,
+      current: { type: "boolean", optional: true },
+      snapshot: { type: "string", optional: true },
+    },
+    perm: vmPerm("VM.Audit"),
+    handler: ({ core, params }) => core.state.configView(openVm(core, params)),
+  },
+  {
+    method: "PUT",
+    pattern: "/nodes/{node}/qemu/{vmid}/config",
+    schema: CONFIG_SCHEMA,
+    perm: vmPerm("VM.Config.Options"),
+    handler: ({ core, params }) => {
+      rejectSkiplock(params);
+      applyConfig(core, openVm(core, params), params);
+      return null;
+    },
+  },
+  {
+    method: "POST",
+    pattern: "/nodes/{node}/qemu/{vmid}/config",
+    schema: { ...CONFIG_SCHEMA, background_delay: { type: "integer", optional: true, min: 1 } },
+    perm: vmPerm("VM.Config.Options"),
+    handler: (ctx) => {
+      rejectSkiplock(ctx.params);
+      openVm(ctx.core, ctx.params);
+      return vmTask(ctx, "qmconfig", async (vm) => {
+        await ctx.core.timers.sleep(ctx.core.state.timing.taskMs);
+        if (!vm) {
+          throw new TaskFailure(
+            noConfig(ctx.params.node as string, ctx.params.vmid as number).message,
+          );
+        }
+        injected(ctx.core, "qmconfig");
+        try {
+          applyConfig(ctx.core, vm, ctx.params);
+        } catch (e) {
+          throw new TaskFailure(e instanceof ApiError ? e.message : String(e));
+        }
+      });
+    },
+  },
+  {
+    method: "POST",
+    pattern: "/nodes/{node}/qemu/{vmid}/status/start",
+    schema: {
+      node: NODE,
+      vmid: VMID,
+      timeout: { type: "integer", optional: true, min: 0 },
+      skiplock: { type: "boolean", optional: true },
+    },
+    perm: vmPerm("VM.PowerMgmt"),
+    handler: (ctx) => {
+      rejectSkiplock(ctx.params);
+      checkNode(ctx.core, ctx.params.node as string);
+      // No existence check before the fork: a missing VM fails in the task.
+      return vmTask(ctx, "qmstart", async (vm) => {
+        const { core, params } = ctx;
+        if (!vm) {
+          throw new TaskFailure(noConfig(params.node as string, params.vmid as number).message);
+        }
+        taskCheckLock(vm);
+        if (vm.status === "running") throw new TaskFailure(`VM ${vm.vmid} already running`);
+        injected(core, "qmstart");
+        await core.timers.sleep(core.state.timing.taskMs);
+        if (core.state.vms.get(vm.vmid) !== vm) {
+          throw new TaskFailure(noConfig(params.node as string, params.vmid as number).message);
+        }
+        core.state.setRunning(vm, true);
+      });
+    },
+  },
+  {
+    method: "POST",
+    pattern: "/nodes/{node}/qemu/{vmid}/status/stop",
+    schema: {
+      node: NODE,
+      vmid: VMID,
+      timeout: { type: "integer", optional: true, min: 0 },
+      keepActive: { type: "boolean", optional: true },
+      "overrule-shutdown": { type: "boolean", optional: true },
+      skiplock: { type: "boolean", optional: true },
+    },
+    perm: vmPerm("VM.PowerMgmt"),
+    handler: (ctx) => {
+      rejectSkiplock(ctx.params);
+      if (ctx.params.keepActive !== undefined) {
+        throw paramError({ keepActive: "Only root may use this option." });
+      }
+      checkNode(ctx.core, ctx.params.node as string);
+      return vmTask(ctx, "qmstop", async (vm) => {
+        const { core, params } = ctx;
+        if (!vm) {
+          throw new TaskFailure(
+            `unable to find configuration file for VM ${params.vmid} on node '${params.node}'`,
+          );
+        }
+        taskCheckLock(vm);
+        injected(core, "qmstop");
+        await core.timers.sleep(core.state.timing.taskMs);
+        // Stopping a stopped VM is a no-op that ends OK.
+        if (vm.status === "running") core.state.setRunning(vm, false);
+      });
+    },
+  },
+  {
+    method: "DELETE",
+    pattern: "/nodes/{node}/qemu/{vmid}",
+    schema: {
+      node: NODE,
+      vmid: VMID,
+      purge: { type: "boolean", optional: true },
+      "destroy-unreferenced-disks": { type: "boolean", optional: true },
+      skiplock: { type: "boolean", optional: true },
+    },
+    perm: vmPerm("VM.Allocate"),
+    handler: (ctx) => {
+      rejectSkiplock(ctx.params);
+      const vm = openVm(ctx.core, ctx.params);
+      // Checked before the fork, so it is a synchronous 500.
+      if (vm.status === "running") throw fail(`VM ${vm.vmid} is running - destroy failed`);
+      return vmTask(ctx, "qmdestroy", async (v) => {
+        const { core, params } = ctx;
+        if (!v) {
+          throw new TaskFailure(noConfig(params.node as string, params.vmid as number).message);
+        }
+        taskCheckLock(v);
+        if (v.status === "running") {
+          throw new TaskFailure(`VM ${v.vmid} is running - destroy failed`);
+        }
+        injected(core, "qmdestroy");
+        v.config.lock = "destroyed";
+        await core.timers.sleep(core.state.timing.taskMs);
+        if (core.state.vms.get(v.vmid) === v) core.state.vms.delete(v.vmid);
+      });
+    },
+  },
+];

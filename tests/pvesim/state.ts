@@ -1,0 +1,304 @@
+// The cluster's state: nodes, guests (qemu + lxc), pools, the pvestatd RRD
+// view that cluster/resources lags behind, and guest-side files/execs.
+
+import { createHash } from "node:crypto";
+import { lockedError, noConfig } from "./errors.ts";
+import { normaliseTags } from "./params.ts";
+import type { SimExec, SimFileWrite, SimLxc, SimTemplate, SimTiming, SimVm } from "./types.ts";
+
+export type ConfigValue = string | number;
+
+/** One pvestatd publication: what cluster/resources shows from `at` on. */
+interface RrdPoint {
+  at: number;
+  name: string;
+  status: "running" | "stopped";
+  template: number;
+}
+
+export interface ExecRecord extends SimExec {
+  stdoutBytes: Uint8Array;
+  stderrBytes: Uint8Array;
+}
+
+export interface VmRecord {
+  vmid: number;
+  node: string;
+  config: Record<string, ConfigValue>;
+  status: "running" | "stopped";
+  startedAt: number;
+  qemuPid: number;
+  pool?: string;
+  foreign: boolean;
+  sharedStorage: boolean;
+  rrd: RrdPoint[];
+  files: Map<string, Uint8Array>;
+  dirs: Set<string>;
+  fileWrites: SimFileWrite[];
+  execs: Map<number, ExecRecord>;
+  nextExecPid: number;
+  bootstrapRuns: SimVm["bootstrapRuns"];
+  drains: SimVm["drains"];
+  starts: number;
+  stops: number;
+}
+
+export interface LxcRecord {
+  vmid: number;
+  node: string;
+  name: string;
+  status: "running" | "stopped";
+}
+
+const GUEST_DIRS = [
+  "/",
+  "/run",
+  "/tmp",
+  "/etc",
+  "/root",
+  "/home",
+  "/opt",
+  "/usr",
+  "/usr/local",
+  "/usr/local/bin",
+  "/var",
+  "/var/lib",
+  "/var/tmp",
+  "/var/log",
+];
+
+function randomMac(): string {
+  const b = crypto.getRandomValues(new Uint8Array(3));
+  return ["BC", "24", "11", ...Array.from(b, (x) => x.toString(16).padStart(2, "0").toUpperCase())]
+    .join(":");
+}
+
+export function freshIdentity(): Record<string, string> {
+  return {
+    smbios1: `uuid=${crypto.randomUUID()}`,
+    vmgenid: crypto.randomUUID(),
+  };
+}
+
+export function newVmRecord(vmid: number, node: string, config: Record<string, ConfigValue>) {
+  const vm: VmRecord = {
+    vmid,
+    node,
+    config,
+    status: "stopped",
+    startedAt: 0,
+    qemuPid: 0,
+    foreign: false,
+    sharedStorage: true,
+    rrd: [],
+    files: new Map(),
+    dirs: new Set(GUEST_DIRS),
+    fileWrites: [],
+    execs: new Map(),
+    nextExecPid: 1000 + (vmid % 1000),
+    bootstrapRuns: [],
+    drains: [],
+    starts: 0,
+    stops: 0,
+  };
+  return vm;
+}
+
+export function templateConfig(t: SimTemplate): Record<string, ConfigValue> {
+  const c: Record<string, ConfigValue> = {
+    name: t.name,
+    cores: t.cores ?? 2,
+    sockets: 1,
+    memory: String(t.memory ?? 2048),
+    ostype: "l26",
+    scsihw: "virtio-scsi-single",
+    boot: "order=scsi0;net0",
+    net0: `virtio=${randomMac()},bridge=vmbr0`,
+    ...freshIdentity(),
+  };
+  const isTemplate = t.template ?? true;
+  c.scsi0 = isTemplate
+    ? `local-lvm:base-${t.vmid}-disk-0,size=20G`
+    : `local-lvm:vm-${t.vmid}-disk-0,size=20G`;
+  if (t.agent !== null) c.agent = t.agent ?? "1";
+  if (t.tags !== undefined && t.tags !== "") c.tags = normaliseTags(t.tags);
+  if (t.description !== undefined && t.description !== "") c.description = t.description;
+  if (t.balloon !== undefined) c.balloon = t.balloon;
+  if (isTemplate) c.template = 1;
+  return c;
+}
+
+/** agent property string → enabled? ("1", "enabled=1,fstrim_cloned_disks=1", "0"). */
+export function agentEnabled(v: ConfigValue | undefined): boolean {
+  if (v === undefined) return false;
+  const s = String(v);
+  for (const part of s.split(",")) {
+    const [k, val] = part.includes("=") ? part.split("=", 2) : ["enabled", part];
+    if (k === "enabled") return val === "1" || val === "on" || val === "yes" || val === "true";
+  }
+  return false;
+}
+
+/** The usage counters status/current and cluster/resources report (static in the sim). */
+export function usageStats(vm: VmRecord, running: boolean): Record<string, number> {
+  const maxmem = Number(String(vm.config.memory ?? "512").replace(/^current=/, "")) * 1048576;
+  return {
+    uptime: running ? Math.max(0, Math.floor((Date.now() - vm.startedAt) / 1000)) : 0,
+    cpu: running ? 0.012 : 0,
+    maxmem,
+    mem: running ? Math.floor(maxmem / 4) : 0,
+    maxdisk: 21474836480,
+    disk: 0,
+    netin: 0,
+    netout: 0,
+    diskread: 0,
+    diskwrite: 0,
+  };
+}
+
+export class ClusterState {
+  readonly vms = new Map<number, VmRecord>();
+  readonly lxc = new Map<number, LxcRecord>();
+  readonly pools: Set<string>;
+  /** newid flocks held by clone workers (node-local in real PVE; keyed by node:vmid). */
+  readonly cloneLocks = new Set<string>();
+
+  constructor(
+    readonly nodes: string[],
+    pools: string[],
+    readonly timing: SimTiming,
+  ) {
+    this.pools = new Set(pools);
+  }
+
+  addTemplate(t: SimTemplate): VmRecord {
+    const node = t.node ?? this.nodes[0];
+    const vm = newVmRecord(t.vmid, node, templateConfig(t));
+    vm.foreign = true;
+    vm.sharedStorage = t.sharedStorage ?? true;
+    vm.pool = t.pool;
+    // Seeded guests have long been known to pvestatd.
+    if (t.running && !(t.template ?? true)) {
+      vm.status = "running";
+      vm.startedAt = Date.now() - 3_600_000;
+      vm.qemuPid = 4000 + t.vmid;
+    }
+    this.vms.set(t.vmid, vm);
+    this.publish(vm, -Infinity);
+    return vm;
+  }
+
+  addLxc(c: SimLxc): void {
+    this.lxc.set(c.vmid, {
+      vmid: c.vmid,
+      node: c.node ?? this.nodes[this.nodes.length - 1],
+      name: c.name,
+      status: c.status ?? "running",
+    });
+  }
+
+  isNode(n: string): boolean {
+    return this.nodes.includes(n);
+  }
+
+  vmidTaken(vmid: number): boolean {
+    return this.vms.has(vmid) || this.lxc.has(vmid);
+  }
+
+  /** The VM as seen through `nodes/{node}`: PVE reads that node's config dir only. */
+  vmOn(node: string, vmid: number): VmRecord {
+    const vm = this.vms.get(vmid);
+    if (!vm || vm.node !== node) throw noConfig(node, vmid);
+    return vm;
+  }
+
+  checkLock(vm: VmRecord): void {
+    const lock = vm.config.lock;
+    if (lock !== undefined) throw lockedError(String(lock));
+  }
+
+  /** Record a change pvestatd will pick up `resourcesLagMs` later. */
+  publish(vm: VmRecord, at = Date.now()): void {
+    vm.rrd.push({
+      at,
+      name: vm.config.name !== undefined ? String(vm.config.name) : `VM ${vm.vmid}`,
+      status: vm.status,
+      template: vm.config.template ? 1 : 0,
+    });
+    if (vm.rrd.length > 20) vm.rrd.splice(0, vm.rrd.length - 20);
+  }
+
+  /** The newest RRD point old enough to be visible now, or undefined. */
+  rrdView(vm: VmRecord, now = Date.now()): RrdPoint | undefined {
+    const horizon = now - this.timing.resourcesLagMs;
+    let best: RrdPoint | undefined;
+    for (const p of vm.rrd) if (p.at <= horizon) best = p;
+    return best;
+  }
+
+  setRunning(vm: VmRecord, running: boolean): void {
+    if (running) {
+      vm.status = "running";
+      vm.startedAt = Date.now();
+      vm.qemuPid = 10000 + Math.floor(Math.random() * 50000);
+      vm.starts++;
+    } else {
+      vm.status = "stopped";
+      vm.qemuPid = 0;
+      vm.stops++;
+      // Processes die with the guest; /run is a tmpfs.
+      for (const e of vm.execs.values()) {
+        if (e.doneAt > Date.now()) {
+          e.doneAt = Date.now();
+          e.exitcode = undefined;
+          e.signal = 9;
+        }
+      }
+      for (const p of [...vm.files.keys()]) if (p.startsWith("/run/")) vm.files.delete(p);
+    }
+    this.publish(vm);
+  }
+
+  digest(vm: VmRecord): string {
+    const text = Object.keys(vm.config).sort().map((k) => `${k}: ${vm.config[k]}`).join("\n");
+    return createHash("sha1").update(text).digest("hex");
+  }
+
+  /** GET config view: description trimmed at the end, digest added. */
+  configView(vm: VmRecord): Record<string, ConfigValue> {
+    const out: Record<string, ConfigValue> = {};
+    for (const [k, v] of Object.entries(vm.config)) {
+      out[k] = k === "description" ? String(v).replace(/\s+$/, "") : v;
+    }
+    out.digest = this.digest(vm);
+    return out;
+  }
+
+  snapshot(vm: VmRecord): SimVm {
+    const c = vm.config;
+    const opt = (k: string) => (c[k] !== undefined ? String(c[k]) : undefined);
+    return {
+      vmid: vm.vmid,
+      node: vm.node,
+      status: vm.status,
+      template: !!c.template,
+      name: opt("name"),
+      tags: opt("tags"),
+      lock: opt("lock"),
+      description: opt("description"),
+      pool: vm.pool,
+      foreign: vm.foreign,
+      config: { ...c },
+      files: Object.fromEntries([...vm.files].map(([k, v]) => [k, v.slice()])),
+      fileWrites: vm.fileWrites.map((w) => ({ ...w })),
+      execs: [...vm.execs.values()].map((e) => {
+        const { stdoutBytes: _o, stderrBytes: _e, ...rest } = e;
+        return { ...rest, command: [...e.command] };
+      }),
+      bootstrapRuns: vm.bootstrapRuns.map((r) => ({ ...r })),
+      drains: vm.drains.map((d) => ({ ...d })),
+      starts: vm.starts,
+      stops: vm.stops,
+    };
+  }
+}

@@ -1,0 +1,244 @@
+// Public types of the simulator (re-exported from mod.ts).
+
+export interface SimTemplate {
+  vmid: number;
+  /** Default: the first node. */
+  node?: string;
+  name: string;
+  tags?: string;
+  description?: string;
+  /** Config `agent` value; null means no agent key at all. Default "1". */
+  agent?: string | null;
+  cores?: number;
+  /** MiB. Default 2048. */
+  memory?: number;
+  balloon?: number;
+  /** Default true. false seeds an ordinary VM instead of a template. */
+  template?: boolean;
+  /** Seed as running (ordinary VMs only); its agent is up at once. */
+  running?: boolean;
+  /** Default true. false: clone with a different `target` is refused (local storage). */
+  sharedStorage?: boolean;
+  pool?: string;
+}
+
+export interface SimLxc {
+  vmid: number;
+  node?: string;
+  name: string;
+  status?: "running" | "stopped";
+}
+
+export interface SimTiming {
+  /** Whole clone task duration. */
+  cloneMs: number;
+  /** First part of the clone: config is `{lock: clone}` only, no name/description. */
+  cloneNamelessMs: number;
+  /** start / stop / destroy / async config task duration. */
+  taskMs: number;
+  /** Guest agent answers "not running" until this long after start. */
+  agentBootMs: number;
+  /** cluster/resources shows name/status/template this late (pvestatd RRD cycle). */
+  resourcesLagMs: number;
+  /** How long an agent exec runs before exec-status reports exited. */
+  execMs: number;
+  /** flock timeout of the newid lock in a clone worker (real PVE: 1000). */
+  lockTimeoutMs: number;
+}
+
+export interface SimOptions {
+  nodes?: string[];
+  templates?: SimTemplate[];
+  /** Containers: shown in cluster/resources (type lxc) and occupy VMIDs. Default one, vmid 150. */
+  lxc?: SimLxc[];
+  /** Existing pools. Default ["bigfleet"]. */
+  pools?: string[];
+  tokenId?: string;
+  tokenSecret?: string;
+  auditHidden?: boolean;
+  timing?: Partial<SimTiming>;
+  legacyErrors?: boolean;
+  authFailDelayMs?: number;
+  /** Path the scripted guest treats as the bootstrap blob. Default "/run/bigfleet-bootstrap". */
+  bootstrapPath?: string;
+  /** argv prefix that runs the bootstrap (the path is appended). Default ["/bin/sh"]. */
+  bootstrapExec?: string[];
+  /** Listen port; 0 (default) picks a free one. */
+  port?: number;
+  /** Listen address. Default "127.0.0.1". */
+  host?: string;
+  /** POST/PUT body limit in bytes. Default 512 KiB (pve-http-server ≥ 5.2.2; older: 64 KiB). */
+  maxBodyBytes?: number;
+  /** Directory for certificates; default a fresh temp dir (removed on close). */
+  certDir?: string;
+}
+
+export type TaskType = "qmclone" | "qmstart" | "qmstop" | "qmshutdown" | "qmdestroy" | "qmconfig";
+
+export interface Http596Rule {
+  /** Matched against the path below /api2/json (no query). A string matches as a substring. */
+  path: string | RegExp;
+  method?: string;
+  /** How many matching requests to hit; the rule is dropped at 0. */
+  count: number;
+  /** Default 596. 595/597/599/502 work too. */
+  status?: number;
+  /** Default "Connection timed out". */
+  reason?: string;
+  /** Wait this long before answering (real PVE: 30000). */
+  delayMs?: number;
+  /** Default true: the operation still happens, only the answer is lost. */
+  performed?: boolean;
+}
+
+export interface TaskErrorRule {
+  message: string;
+  /** How many tasks to fail; undefined = until cleared. */
+  times?: number;
+}
+
+export interface GuestResult {
+  exitcode?: number;
+  signal?: number;
+  stdout?: string | Uint8Array;
+  stderr?: string | Uint8Array;
+  /** Extra run time on top of timing.execMs. */
+  extraMs?: number;
+}
+
+export interface SimFaults {
+  /** The next n clone POSTs collide on newid with a foreign clone (§7). */
+  nextidRace: number;
+  /** How the collision shows (§7). Default "config-exists". */
+  nextidRaceKind: "config-exists" | "lock-timeout" | "other-node" | "sync";
+  /** Clone tasks end "WARNINGS: 1" (a success). */
+  cloneWarnings: boolean;
+  /** Fail tasks of a type in the worker with this text. */
+  taskError: Partial<Record<TaskType, string | TaskErrorRule>>;
+  /** Answer matching requests with 596 (or another proxy status), plain-text body. */
+  http596: Http596Rule[];
+  /** Every agent call answers this much later. */
+  agentSlowMs: number;
+  /** The next n agent calls fail with "VM <id> qga command 'guest-…' failed - got timeout". */
+  agentTimeouts: number;
+  /** The guest agent never comes up ("QEMU guest agent is not running"). */
+  agentDown: boolean;
+  bootstrapExitCode: number;
+  bootstrapStderr: string;
+  bootstrapStdout: string;
+  /** Extra bootstrap run time. */
+  bootstrapDelayMs: number;
+  drainExitCode: number;
+  drainStderr: string;
+  /** Extra drain run time. */
+  drainDelayMs: number;
+  /** 401 "Authentication failed!" for everything. */
+  unauthorized: boolean;
+  /** 403 Permission check failed: true for every path, or a path pattern. */
+  forbidden: boolean | string | RegExp;
+  /** Like SimOptions.auditHidden, switchable at run time. */
+  auditHidden: boolean;
+  /** Override the scripted guest: return a result to take over, undefined to fall through. */
+  execHandler?: (argv: string[], stdin: Uint8Array, vmid: number) => GuestResult | undefined;
+}
+
+export interface SimFileWrite {
+  file: string;
+  /** As received. */
+  content: string;
+  encode: boolean;
+  /** What landed in the guest file. */
+  bytes: Uint8Array;
+  at: number;
+}
+
+export interface SimExec {
+  pid: number;
+  command: string[];
+  inputData: string;
+  startedAt: number;
+  doneAt: number;
+  exitcode?: number;
+  signal?: number;
+  stdout: string;
+  stderr: string;
+  /** "bootstrap" | "drain" | "shell" | "custom". */
+  kind: string;
+  /** exec-status already reported exited:1. */
+  reported: boolean;
+}
+
+export interface SimVm {
+  vmid: number;
+  node: string;
+  status: "running" | "stopped";
+  template: boolean;
+  name?: string;
+  tags?: string;
+  lock?: string;
+  description?: string;
+  pool?: string;
+  /** Created by the simulator as the other party of a race, or seeded. */
+  foreign: boolean;
+  config: Record<string, string | number>;
+  /** Guest files (path → bytes). */
+  files: Record<string, Uint8Array>;
+  fileWrites: SimFileWrite[];
+  execs: SimExec[];
+  bootstrapRuns: { path: string; argv: string[]; content: Uint8Array; at: number }[];
+  drains: { command: string[]; at: number }[];
+  starts: number;
+  stops: number;
+}
+
+export interface SimRequestLog {
+  at: number;
+  method: string;
+  /** Below /api2/json, e.g. "/cluster/resources". */
+  path: string;
+  query: string;
+  /** Parsed parameters (query + body), when parsing got that far. */
+  params?: Record<string, unknown>;
+  authenticated: boolean;
+  status: number;
+  reason: string;
+}
+
+export interface SimTask {
+  upid: string;
+  node: string;
+  type: TaskType;
+  id: string;
+  user: string;
+  status: "running" | "stopped";
+  exitstatus?: string;
+  starttime: number;
+}
+
+export interface Simulator {
+  url: string;
+  host: string;
+  port: number;
+  caPem: string;
+  caFile: string;
+  fingerprint: string;
+  /** Unrelated CA for negative tests. */
+  wrongCaPem: string;
+  wrongCaFile: string;
+  tokenId: string;
+  tokenSecret: string;
+  /** Full Authorization header value. */
+  authHeader: string;
+  faults: SimFaults;
+  vms(): SimVm[];
+  vm(vmid: number): SimVm | undefined;
+  tasks(): SimTask[];
+  requests: SimRequestLog[];
+  stopVmOutOfBand(vmid: number): void;
+  startVmOutOfBand(vmid: number): void;
+  /** Someone deleted the VM by hand (no task). */
+  deleteVmOutOfBand(vmid: number): void;
+  /** Seed an extra VM or template at run time. */
+  addVm(t: SimTemplate): void;
+  close(): Promise<void>;
+}
