@@ -1,0 +1,272 @@
+// QEMU guest agent calls: readiness, file-write and exec.
+//
+// File-write design: PVE's file-write truncates (no append) and takes at most
+// 61440 characters of content, which with client-side base64 (`encode=0`, the
+// only byte-exact mode) is 46080 raw bytes; the whole JSON body must also stay
+// under the old 64 KiB POST limit. A blob that fits one call is written
+// straight to its path. A larger one is written as numbered part files
+// `<path>.partN` (each a fresh truncate-and-write, so a retried call is
+// harmless), then one exec of /bin/sh concatenates them in order into a temp
+// file and renames it over `<path>` (so the hook never sees a half-assembled
+// file), then removes the parts. Each file-write returns only after QGA's
+// file-close, so concatenating the confirmed parts in order is byte-exact.
+
+import { BackendError } from "../kit/backend.ts";
+import { isTransient, ProxmoxApiError, serverTextOf } from "./errors.ts";
+import type { ApiClient } from "./http.ts";
+import type { PollTiming } from "./tasks.ts";
+import { sleep } from "./util.ts";
+
+export interface ExecResult {
+  /** null when the process was killed by a signal (no exit code). */
+  exitCode: number | null;
+  signal: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+export interface AgentWaitTiming {
+  pollMs: number;
+  timeoutMs: number;
+}
+
+/** pve-http-server before 5.2.2 refuses bodies over 64 KiB. */
+const MAX_BODY = 64 * 1024;
+/** file-write `content` maxLength. */
+const MAX_CONTENT = 61440;
+
+const AGENT_RETRY_RE =
+  /QEMU guest agent is not running|got timeout|VM \d+ is not running|guest-ping/i;
+
+function vmPath(node: string, vmid: number): string {
+  return `/nodes/${node}/qemu/${vmid}`;
+}
+
+/** Whether a config `agent` value ("1", 1, "enabled=1,fstrim…", "0") enables the agent. */
+export function agentEnabled(value: unknown): boolean {
+  if (value === undefined || value === null) return false;
+  const s = String(value).trim();
+  for (const part of s.split(",")) {
+    const [k, v] = part.includes("=") ? part.split("=", 2) : ["enabled", part];
+    if (k.trim() === "enabled") return v.trim() === "1" || v.trim() === "true";
+  }
+  return false;
+}
+
+/**
+ * Poll `agent/ping` until it answers. Retries while the guest boots (`QEMU guest
+ * agent is not running`, `got timeout`, proxy 59x); fails at once on anything
+ * else, e.g. `No QEMU guest agent configured` or a permission error.
+ */
+export async function waitForAgent(
+  api: ApiClient,
+  node: string,
+  vmid: number,
+  timing: AgentWaitTiming,
+  signal: AbortSignal,
+): Promise<number> {
+  const deadline = Date.now() + timing.timeoutMs;
+  let attempts = 0;
+  let last = "";
+  for (;;) {
+    attempts++;
+    try {
+      await api.post(`${vmPath(node, vmid)}/agent/ping`, undefined, signal);
+      return attempts;
+    } catch (err) {
+      if (signal.aborted) throw signal.reason;
+      const text = serverTextOf(err);
+      // A legacy server over fetch gives a bare 500: with `agent` verified enabled
+      // in the config beforehand, the likely cause is a booting guest.
+      const legacyBare500 = err instanceof ProxmoxApiError && err.status === 500 && text === "";
+      if (!(AGENT_RETRY_RE.test(text) || isTransient(err) || legacyBare500)) throw err;
+      last = (err as Error).message;
+    }
+    if (Date.now() >= deadline) {
+      throw new BackendError(
+        `guest agent of VM ${vmid} did not answer within ${
+          Math.round(timing.timeoutMs / 1000)
+        }s (last error: ${last})`,
+      );
+    }
+    await sleep(timing.pollMs, signal);
+  }
+}
+
+/** Base64 of bytes without a call-stack-sized intermediate. */
+export function toBase64(bytes: Uint8Array): string {
+  let bin = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) {
+    bin += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  }
+  return btoa(bin);
+}
+
+/** Raw bytes per file-write call for this guest path: a multiple of 3, so parts are independent base64. */
+export function chunkSizeFor(file: string): number {
+  const overhead = JSON.stringify({ file, content: "", encode: 0 }).length + 64;
+  const contentChars = Math.min(MAX_CONTENT, MAX_BODY - overhead);
+  const size = Math.floor(contentChars / 4) * 3;
+  if (size < 3) throw new BackendError("bootstrap path is too long for agent file-write");
+  return size;
+}
+
+async function writeOne(
+  api: ApiClient,
+  node: string,
+  vmid: number,
+  file: string,
+  bytes: Uint8Array,
+  signal: AbortSignal,
+  attempts: number,
+): Promise<void> {
+  const body = { file, content: toBase64(bytes), encode: 0 };
+  for (let attempt = 1;; attempt++) {
+    try {
+      await api.post(`${vmPath(node, vmid)}/agent/file-write`, body, signal);
+      return;
+    } catch (err) {
+      // file-write truncates and rewrites the whole file: repeating it is safe.
+      if (!isTransient(err) || attempt >= attempts || signal.aborted) throw err;
+      await sleep(250 * attempt, signal);
+    }
+  }
+}
+
+/** POSIX single-quoting: the paths are data, never shell syntax. */
+export function shQuote(s: string): string {
+  return `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+/**
+ * One shell line that concatenates the parts in order into a temp file and
+ * renames it over the target only if every step succeeded. Plain `&&` chains
+ * only: it must run on any /bin/sh (dash, busybox ash).
+ */
+export function assembleScript(file: string, parts: string[]): string {
+  const tmp = shQuote(`${file}.assemble`);
+  const ps = parts.map(shQuote).join(" ");
+  return `umask 077; cat -- ${ps} > ${tmp} && mv -f -- ${tmp} ${shQuote(file)} && rm -f -- ${ps}`;
+}
+
+/** Write `data` to `file` in the guest, byte-exact, whatever its size. */
+export async function writeGuestFile(
+  api: ApiClient,
+  node: string,
+  vmid: number,
+  file: string,
+  data: Uint8Array,
+  execTiming: PollTiming,
+  signal: AbortSignal,
+): Promise<{ parts: number }> {
+  const partName = (i: number) => `${file}.part${i}`;
+  const size = chunkSizeFor(partName(999999));
+  if (data.length <= size) {
+    await writeOne(api, node, vmid, file, data, signal, 3);
+    return { parts: 1 };
+  }
+  const parts: string[] = [];
+  for (let off = 0, i = 0; off < data.length; off += size, i++) {
+    parts.push(partName(i));
+    await writeOne(api, node, vmid, partName(i), data.subarray(off, off + size), signal, 3);
+  }
+  const res = await runCommand(
+    api,
+    node,
+    vmid,
+    ["/bin/sh", "-c", assembleScript(file, parts)],
+    execTiming,
+    signal,
+  );
+  if (res.exitCode !== 0) {
+    // Best effort: the parts hold the secret blob; do not leave them behind.
+    const cleanup = `rm -f -- ${[`${file}.assemble`, ...parts].map(shQuote).join(" ")}`;
+    await runCommand(api, node, vmid, ["/bin/sh", "-c", cleanup], execTiming, signal).catch(
+      () => {},
+    );
+    throw new BackendError(
+      `assembling ${file} from ${parts.length} parts in the guest failed (${describeExit(res)}): ${
+        tail(res.stderr)
+      }`,
+    );
+  }
+  return { parts: parts.length };
+}
+
+/**
+ * exec-status output is base64-decoded bytes that PVE may hand back as Latin-1
+ * code units (§9.6). When every unit is ≤ 0xFF and the bytes form valid UTF-8,
+ * decode them as UTF-8; otherwise keep the string as it came.
+ */
+export function decodeGuestOutput(s: unknown): string {
+  if (typeof s !== "string") return "";
+  let high = false;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c > 0xff) return s;
+    if (c >= 0x80) high = true;
+  }
+  if (!high) return s;
+  const bytes = Uint8Array.from(s, (ch) => ch.charCodeAt(0));
+  try {
+    return new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+  } catch {
+    return s;
+  }
+}
+
+/** The last `max` characters (whole lines where possible), trimmed. */
+export function tail(s: string, max = 1024): string {
+  const t = s.trimEnd();
+  if (t.length <= max) return t;
+  const cut = t.slice(t.length - max);
+  const nl = cut.indexOf("\n");
+  return "…" + (nl >= 0 && nl < cut.length - 1 ? cut.slice(nl + 1) : cut);
+}
+
+export function describeExit(r: ExecResult): string {
+  if (r.exitCode !== null) return `exit code ${r.exitCode}`;
+  if (r.signal !== null) return `killed by signal ${r.signal}`;
+  return "no exit code reported";
+}
+
+/**
+ * Start `argv` in the guest and wait for it to exit. exec is not idempotent,
+ * so a failed POST is not retried. exec-status is polled with a growing
+ * interval and never again after it reported `exited` (qemu-ga forgets the pid).
+ */
+export async function runCommand(
+  api: ApiClient,
+  node: string,
+  vmid: number,
+  argv: string[],
+  timing: PollTiming,
+  signal: AbortSignal,
+): Promise<ExecResult> {
+  const started = await api.post<{ pid?: unknown }>(
+    `${vmPath(node, vmid)}/agent/exec`,
+    { command: argv },
+    signal,
+  );
+  const pid = Number(started?.pid);
+  if (!Number.isInteger(pid)) throw new BackendError(`agent exec in VM ${vmid} returned no pid`);
+  let interval = timing.initialMs;
+  for (;;) {
+    await sleep(interval, signal);
+    interval = Math.min(timing.maxMs, Math.round(interval * 1.5));
+    const st = await api.get<Record<string, unknown>>(
+      `${vmPath(node, vmid)}/agent/exec-status`,
+      { pid },
+      signal,
+    );
+    if (!st || !(st.exited === 1 || st.exited === true || st.exited === "1")) continue;
+    const num = (v: unknown) =>
+      v === undefined || v === null || v === "" || !Number.isFinite(Number(v)) ? null : Number(v);
+    return {
+      exitCode: num(st.exitcode),
+      signal: num(st.signal),
+      stdout: decodeGuestOutput(st["out-data"]),
+      stderr: decodeGuestOutput(st["err-data"]),
+    };
+  }
+}

@@ -1,0 +1,78 @@
+// Error types for the Proxmox client. Messages are built only from the method,
+// the path, the status and server-provided text: never from request headers or
+// bodies, so neither the token secret nor a bootstrap blob can end up in them.
+
+import { BackendError } from "../kit/backend.ts";
+
+/** An HTTP-level failure from the Proxmox API (any non-2xx, or an unusable 2xx body). */
+export class ProxmoxApiError extends BackendError {
+  override name = "ProxmoxApiError";
+  constructor(
+    readonly method: string,
+    readonly path: string,
+    readonly status: number,
+    /** The server's own text (JSON `message` or reason phrase); "" on legacy servers over fetch. */
+    readonly serverText: string,
+    /** Per-parameter errors of a 400. */
+    readonly paramErrors: Record<string, string>,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** The peer failed TLS verification (wrong CA, hostname or fingerprint). Never retried. */
+export class TlsTrustError extends BackendError {
+  override name = "TlsTrustError";
+}
+
+/** A connection-level failure (refused, reset, timed out) before an HTTP status arrived. */
+export class TransportError extends BackendError {
+  override name = "TransportError";
+}
+
+/** A worker task ended with an error exit status. */
+export class TaskFailedError extends BackendError {
+  override name = "TaskFailedError";
+  constructor(readonly upid: string, readonly exitstatus: string, message: string) {
+    super(message);
+  }
+}
+
+/** Statuses that mean "the proxy chain failed; the operation may or may not have happened". */
+const TRANSIENT_STATUSES = new Set([502, 503, 504, 595, 596, 597, 599]);
+
+/** True for failures worth retrying an idempotent call on. */
+export function isTransient(err: unknown): boolean {
+  if (err instanceof ProxmoxApiError) return TRANSIENT_STATUSES.has(err.status);
+  return err instanceof TransportError;
+}
+
+const MISSING_RE = /does not exist|unable to find configuration file/i;
+
+/**
+ * Whether an error says the VM is missing. Proxmox answers 500 (never 404) with
+ * `Configuration file … does not exist`. "unknown" means a legacy 500 without
+ * any text (fetch cannot read the reason phrase): the caller must decide by
+ * other evidence.
+ */
+export function missingVerdict(err: unknown): "missing" | "present" | "unknown" {
+  if (err instanceof TaskFailedError) {
+    return MISSING_RE.test(err.exitstatus) ? "missing" : "present";
+  }
+  if (!(err instanceof ProxmoxApiError)) return "present";
+  if (err.status !== 500) return "present";
+  if (err.serverText === "") return "unknown";
+  return MISSING_RE.test(err.serverText) ? "missing" : "present";
+}
+
+/** The text to match server conditions on: server text or task exit status. */
+export function serverTextOf(err: unknown): string {
+  if (err instanceof ProxmoxApiError) return err.serverText;
+  if (err instanceof TaskFailedError) return err.exitstatus;
+  return "";
+}
+
+export function isAbort(err: unknown, signal: AbortSignal): boolean {
+  return signal.aborted || (err instanceof DOMException && err.name === "AbortError");
+}

@@ -1,0 +1,168 @@
+// The JSON API layer: token auth, request encoding the way pve-http-server
+// accepts it, the `{data}` envelope, error text extraction, and retries of
+// idempotent reads on proxy failures (595/596/597/599/502…).
+
+import { getLogger } from "@logtape/logtape";
+import { isTransient, ProxmoxApiError, TlsTrustError, TransportError } from "./errors.ts";
+import { sleep } from "./util.ts";
+import type { RawResponse, Transport } from "./transport.ts";
+
+export type Params = Record<string, string | number | boolean | string[] | undefined>;
+
+export interface ApiClient {
+  /** GET; retried on transient failures (reads are idempotent). */
+  get<T = unknown>(path: string, query: Params | undefined, signal: AbortSignal): Promise<T>;
+  /** POST with a JSON body (or none); never retried here: the caller re-reads state. */
+  post<T = unknown>(path: string, body: Params | undefined, signal: AbortSignal): Promise<T>;
+  /** PUT with a JSON body; never retried here. */
+  put<T = unknown>(path: string, body: Params, signal: AbortSignal): Promise<T>;
+  /** DELETE with query parameters; never retried here. */
+  del<T = unknown>(path: string, query: Params | undefined, signal: AbortSignal): Promise<T>;
+  close(): void;
+}
+
+export interface ApiClientOptions {
+  /** e.g. https://host:8006/api2/json */
+  baseUrl: string;
+  tokenId: string;
+  tokenSecret: string;
+  transport: Transport;
+  /** Per-request ceiling; PVE's own proxy gives up after 30 s. */
+  requestTimeoutMs: number;
+  /** Attempts for GETs on transient failures. */
+  readAttempts: number;
+  retryBaseMs: number;
+}
+
+const log = getLogger(["bigfleet", "proxmox"]);
+
+/** Canonical reason phrases: carry no server-specific text. */
+const GENERIC_REASON =
+  /^(OK|Bad Request|Unauthorized|Forbidden|Not Found|Internal Server Error|Not Implemented|Bad Gateway|Service Unavailable|Gateway Timeout)$/i;
+
+function toQuery(params: Params | undefined): string {
+  if (!params) return "";
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) {
+    if (v === undefined) continue;
+    if (Array.isArray(v)) { for (const x of v) q.append(k, x); }
+    else q.set(k, typeof v === "boolean" ? (v ? "1" : "0") : String(v));
+  }
+  const s = q.toString();
+  return s === "" ? "" : `?${s}`;
+}
+
+function stripUndefined(params: Params): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(params)) if (v !== undefined) out[k] = v;
+  return out;
+}
+
+/** Build the error text: server message, else reason phrase, else status + `errors`. */
+export function errorFromResponse(method: string, path: string, res: RawResponse): ProxmoxApiError {
+  const text = new TextDecoder().decode(res.body);
+  let message = "";
+  let errors: Record<string, string> = {};
+  let json = false;
+  try {
+    const v = JSON.parse(text);
+    json = true;
+    if (typeof v?.message === "string") message = v.message.trim();
+    if (v?.errors && typeof v.errors === "object") {
+      for (const [k, e] of Object.entries(v.errors)) errors[k] = String(e).trim();
+    }
+  } catch {
+    errors = {};
+  }
+  const reason = res.reason.trim();
+  let serverText = message || (GENERIC_REASON.test(reason) ? "" : reason);
+  // Proxy errors (59x) come as plain text; its first line is the only detail there is.
+  if (serverText === "" && !json && text.trim() !== "" && res.status >= 500) {
+    serverText = text.trim().split("\n")[0].slice(0, 200);
+  }
+  const detail = Object.entries(errors).map(([k, e]) => `${k}: ${e}`).join("; ");
+  let what = serverText;
+  if (res.status === 401) what = "authentication failed (check the API token id and secret)";
+  else if (what === "") what = `HTTP ${res.status}${reason ? ` ${reason}` : ""}`;
+  if (detail !== "" && !what.includes(detail)) what += ` (${detail})`;
+  const msg = `proxmox ${method} ${path}: ${res.status} ${what}`;
+  return new ProxmoxApiError(method, path, res.status, serverText, errors, msg);
+}
+
+export function createApiClient(opts: ApiClientOptions): ApiClient {
+  const base = opts.baseUrl.replace(/\/+$/, "");
+  const auth = `PVEAPIToken=${opts.tokenId}=${opts.tokenSecret}`;
+
+  async function once(
+    method: "GET" | "POST" | "PUT" | "DELETE",
+    path: string,
+    query: Params | undefined,
+    body: Params | undefined,
+    signal: AbortSignal,
+  ): Promise<unknown> {
+    const url = new URL(base + path + toQuery(query));
+    const headers: Record<string, string> = { Authorization: auth, Accept: "application/json" };
+    let payload: Uint8Array<ArrayBuffer> | undefined;
+    if (body !== undefined) {
+      // pve-http-server rejects anything but JSON or form bodies (506).
+      headers["Content-Type"] = "application/json";
+      payload = new TextEncoder().encode(JSON.stringify(stripUndefined(body)));
+    }
+    const timeout = AbortSignal.timeout(opts.requestTimeoutMs);
+    const both = AbortSignal.any([signal, timeout]);
+    let res: RawResponse;
+    try {
+      res = await opts.transport.send({ method, url, headers, body: payload }, both);
+    } catch (err) {
+      if (signal.aborted) throw signal.reason ?? err;
+      if (timeout.aborted) {
+        throw new TransportError(
+          `proxmox ${method} ${path}: no response within ${opts.requestTimeoutMs / 1000}s`,
+        );
+      }
+      if (err instanceof TlsTrustError || err instanceof TransportError) {
+        // Re-prefix so the operator sees which call failed; the text never holds secrets.
+        const E = err.constructor as new (m: string) => Error;
+        throw new E(`proxmox ${method} ${path}: ${err.message}`);
+      }
+      throw new TransportError(`proxmox ${method} ${path}: ${(err as Error)?.message ?? err}`);
+    }
+    if (res.status < 200 || res.status > 299) throw errorFromResponse(method, path, res);
+    try {
+      const v = JSON.parse(new TextDecoder().decode(res.body));
+      if (v === null || typeof v !== "object" || !("data" in v)) throw new Error("no data");
+      return v.data;
+    } catch {
+      throw new ProxmoxApiError(
+        method,
+        path,
+        res.status,
+        "",
+        {},
+        `proxmox ${method} ${path}: ${res.status} response without a JSON {"data"} envelope`,
+      );
+    }
+  }
+
+  return {
+    async get(path, query, signal) {
+      for (let attempt = 1;; attempt++) {
+        try {
+          return await once("GET", path, query, undefined, signal) as never;
+        } catch (err) {
+          if (!isTransient(err) || attempt >= opts.readAttempts || signal.aborted) throw err;
+          log.debug("retrying read after transient failure {path}: {error}", {
+            path,
+            attempt,
+            error: (err as Error).message,
+          });
+          await sleep(opts.retryBaseMs * attempt, signal);
+        }
+      }
+    },
+    post: (path, body, signal) => once("POST", path, undefined, body, signal) as never,
+    put: (path, body, signal) => once("PUT", path, undefined, body, signal) as never,
+    del: (path, query, signal) => once("DELETE", path, query, undefined, signal) as never,
+    close: () => opts.transport.close(),
+  };
+}

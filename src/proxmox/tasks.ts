@@ -1,0 +1,68 @@
+// Worker tasks (UPIDs): parse them and poll them to completion on the node
+// that runs them. `OK` and `WARNINGS: n` are success (the Go reference treats
+// warnings as failure; PVE itself does not).
+
+import { BackendError } from "../kit/backend.ts";
+import { TaskFailedError } from "./errors.ts";
+import type { ApiClient } from "./http.ts";
+import { sleep } from "./util.ts";
+
+export interface Upid {
+  raw: string;
+  node: string;
+  type: string;
+  id: string;
+  user: string;
+}
+
+export interface PollTiming {
+  /** First poll interval; grows ×1.5 up to maxMs. */
+  initialMs: number;
+  maxMs: number;
+}
+
+const UPID_RE =
+  /^UPID:([a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?):[0-9A-Fa-f]{8}:[0-9A-Fa-f]{8,9}:[0-9A-Fa-f]{8}:([^:\s/]+):([^:\s/]*):([^:\s/]+):$/;
+
+export function parseUpid(raw: unknown): Upid {
+  if (typeof raw !== "string") throw new BackendError(`expected a task UPID, got ${typeof raw}`);
+  const m = UPID_RE.exec(raw);
+  if (!m) throw new BackendError(`malformed task UPID ${JSON.stringify(raw.slice(0, 120))}`);
+  return { raw, node: m[1], type: m[2], id: m[3], user: m[4] };
+}
+
+export function isTaskSuccess(exitstatus: string): boolean {
+  return exitstatus === "OK" || /^WARNINGS: \d+$/.test(exitstatus);
+}
+
+/**
+ * Poll `GET /nodes/{upid node}/tasks/{upid}/status` until `stopped`. Resolves
+ * with the exit status on success; throws TaskFailedError with the task's own
+ * error text otherwise. Transient read failures are retried by the client.
+ */
+export async function waitTask(
+  api: ApiClient,
+  rawUpid: unknown,
+  what: string,
+  timing: PollTiming,
+  signal: AbortSignal,
+): Promise<string> {
+  const upid = parseUpid(rawUpid);
+  // The UPID's characters (`:`, `@`, `!`) are legal in a path segment; send it raw like PVE's own UI.
+  const path = `/nodes/${upid.node}/tasks/${upid.raw}/status`;
+  let interval = timing.initialMs;
+  for (;;) {
+    const st = await api.get<Record<string, unknown>>(path, undefined, signal);
+    if (st?.status === "stopped") {
+      const exit = String(st.exitstatus ?? "").trim();
+      if (isTaskSuccess(exit)) return exit;
+      throw new TaskFailedError(
+        upid.raw,
+        exit,
+        `${what} failed: ${exit === "" ? "task stopped without an exit status" : exit}`,
+      );
+    }
+    await sleep(interval, signal);
+    interval = Math.min(timing.maxMs, Math.round(interval * 1.5));
+  }
+}

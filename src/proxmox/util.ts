@@ -1,0 +1,52 @@
+// Small async helpers shared by the client modules.
+
+/** Sleep that ends early (rejecting with the abort reason) when `signal` aborts. */
+export function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+/** A FIFO mutex: `run` executes critical sections one at a time. */
+export function createMutex(): { run<T>(fn: () => Promise<T>): Promise<T> } {
+  let tail: Promise<unknown> = Promise.resolve();
+  return {
+    run<T>(fn: () => Promise<T>): Promise<T> {
+      const next = tail.then(fn, fn);
+      tail = next.catch(() => {});
+      return next;
+    },
+  };
+}
+
+/** Map with at most `limit` calls in flight; results keep input order. */
+export async function mapLimit<A, B>(
+  items: readonly A[],
+  limit: number,
+  fn: (a: A) => Promise<B>,
+): Promise<B[]> {
+  const out = new Array<B>(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await fn(items[i]);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return out;
+}
+
+/** Seconds elapsed since `t0` (a performance.now() value). */
+export function secondsSince(t0: number): number {
+  return (performance.now() - t0) / 1000;
+}

@@ -1,0 +1,269 @@
+// VM-level reads and power/destroy actions, each robust to the ways PVE can
+// fail: a 596 on a non-idempotent POST is answered by re-reading state, not
+// by blindly repeating the call.
+
+import { getLogger } from "@logtape/logtape";
+import { BackendError } from "../kit/backend.ts";
+import { isTransient, missingVerdict, ProxmoxApiError, serverTextOf } from "./errors.ts";
+import type { ApiClient } from "./http.ts";
+import { type PollTiming, waitTask } from "./tasks.ts";
+import { sleep } from "./util.ts";
+
+export type VmConfig = Record<string, unknown>;
+
+export interface VmStatus {
+  status: string;
+  qmpstatus?: string;
+  lock?: string;
+  [k: string]: unknown;
+}
+
+/** A qemu entry of /cluster/resources?type=vm. */
+export interface ResourceEntry {
+  vmid: number;
+  node: string;
+  status: string;
+  name?: string;
+  tags?: string;
+  lock?: string;
+  template?: number;
+  pool?: string;
+}
+
+export interface VmTiming {
+  task: PollTiming;
+  /** Poll interval while waiting for a lock or a state change. */
+  settleMs: number;
+  /** Attempts for a non-idempotent action after ambiguous (596-type) failures. */
+  actionAttempts: number;
+}
+
+const log = getLogger(["bigfleet", "proxmox"]);
+
+export function vmPath(node: string, vmid: number): string {
+  return `/nodes/${node}/qemu/${vmid}`;
+}
+
+/** null when the VM does not exist on that node. Legacy-ambiguous 500s are rethrown. */
+export async function readConfig(
+  api: ApiClient,
+  node: string,
+  vmid: number,
+  signal: AbortSignal,
+): Promise<VmConfig | null> {
+  try {
+    return (await api.get<VmConfig>(`${vmPath(node, vmid)}/config`, undefined, signal)) ?? {};
+  } catch (err) {
+    if (missingVerdict(err) === "missing") return null;
+    throw err;
+  }
+}
+
+export async function readStatus(
+  api: ApiClient,
+  node: string,
+  vmid: number,
+  signal: AbortSignal,
+): Promise<VmStatus | null> {
+  try {
+    return await api.get<VmStatus>(`${vmPath(node, vmid)}/status/current`, undefined, signal);
+  } catch (err) {
+    if (missingVerdict(err) === "missing") return null;
+    throw err;
+  }
+}
+
+export async function listResources(
+  api: ApiClient,
+  signal: AbortSignal,
+): Promise<ResourceEntry[]> {
+  const all = await api.get<unknown[]>("/cluster/resources", { type: "vm" }, signal);
+  const out: ResourceEntry[] = [];
+  for (const e of Array.isArray(all) ? all : []) {
+    const r = e as Record<string, unknown>;
+    // type=vm also returns lxc guests.
+    if (r?.type !== "qemu") continue;
+    const vmid = Number(r.vmid ?? String(r.id ?? "").replace(/^qemu\//, ""));
+    if (!Number.isInteger(vmid) || typeof r.node !== "string") continue;
+    out.push({
+      vmid,
+      node: r.node,
+      status: typeof r.status === "string" ? r.status : "unknown",
+      name: typeof r.name === "string" ? r.name : undefined,
+      tags: typeof r.tags === "string" ? r.tags : undefined,
+      lock: typeof r.lock === "string" && r.lock !== "" ? r.lock : undefined,
+      template: Number(r.template ?? 0),
+      pool: typeof r.pool === "string" ? r.pool : undefined,
+    });
+  }
+  return out;
+}
+
+/** The lock we must wait out before acting on a VM (suspended is a state, not a transient lock). */
+export function blockingLock(lock: unknown): string | null {
+  return typeof lock === "string" && lock !== "" && lock !== "suspended" ? lock : null;
+}
+
+/**
+ * POST status/start or status/stop and wait for its task. start/stop are not
+ * idempotent calls but have an observable end state, so an ambiguous failure
+ * (596 & co.) is answered by reading that state before trying again.
+ */
+async function powerAction(
+  api: ApiClient,
+  node: string,
+  vmid: number,
+  want: "running" | "stopped",
+  timing: VmTiming,
+  signal: AbortSignal,
+): Promise<"done" | "gone"> {
+  const action = want === "running" ? "start" : "stop";
+  for (let attempt = 1;; attempt++) {
+    try {
+      const upid = await api.post(`${vmPath(node, vmid)}/status/${action}`, undefined, signal);
+      await waitTask(api, upid, `${action} of VM ${vmid}`, timing.task, signal);
+      return "done";
+    } catch (err) {
+      if (signal.aborted) throw signal.reason;
+      if (missingVerdict(err) === "missing") return "gone";
+      // A concurrent or earlier start (e.g. one behind a lost 596) already did the job.
+      if (want === "running" && /already running/i.test(serverTextOf(err))) return "done";
+      if (!isTransient(err) || attempt >= timing.actionAttempts) throw err;
+      log.warn("{action} of VM {vmid} got an ambiguous failure; re-reading its state", {
+        action,
+        vmid,
+        node,
+        error: (err as Error).message,
+      });
+      const st = await readStatus(api, node, vmid, signal);
+      if (st === null) return "gone";
+      if (st.status === want) return "done";
+      await sleep(timing.settleMs, signal);
+    }
+  }
+}
+
+/** Start the VM and wait until status/current says running (HA starts finish early). */
+export async function startVm(
+  api: ApiClient,
+  node: string,
+  vmid: number,
+  timing: VmTiming,
+  signal: AbortSignal,
+): Promise<void> {
+  if ((await powerAction(api, node, vmid, "running", timing, signal)) === "gone") {
+    throw new BackendError(`VM ${vmid} does not exist on node ${node}`);
+  }
+  await waitStatus(api, node, vmid, "running", timing, signal);
+}
+
+/**
+ * Hard-stop the VM (a no-op if stopped). `confirm` waits until it reads
+ * stopped; without VM.Audit the caller cannot read it and passes false.
+ */
+export async function stopVm(
+  api: ApiClient,
+  node: string,
+  vmid: number,
+  timing: VmTiming,
+  signal: AbortSignal,
+  confirm = true,
+): Promise<void> {
+  if ((await powerAction(api, node, vmid, "stopped", timing, signal)) === "gone") return;
+  if (confirm) await waitStatus(api, node, vmid, "stopped", timing, signal);
+}
+
+/** Poll status/current until it reports `want` (bounded by the caller's signal). */
+async function waitStatus(
+  api: ApiClient,
+  node: string,
+  vmid: number,
+  want: "running" | "stopped",
+  timing: VmTiming,
+  signal: AbortSignal,
+): Promise<void> {
+  for (let i = 0;; i++) {
+    const st = await readStatus(api, node, vmid, signal);
+    if (st === null) {
+      if (want === "stopped") return;
+      throw new BackendError(`VM ${vmid} disappeared from node ${node} while starting`);
+    }
+    if (st.status === want) return;
+    if (i === 0) log.debug("waiting for VM {vmid} to be {want}", { vmid, node, want });
+    await sleep(timing.settleMs, signal);
+  }
+}
+
+/** Wait until the VM has no blocking lock. Returns the last config, or null if it vanished. */
+export async function waitUnlocked(
+  api: ApiClient,
+  node: string,
+  vmid: number,
+  timing: VmTiming,
+  signal: AbortSignal,
+): Promise<VmConfig | null> {
+  for (let i = 0;; i++) {
+    const cfg = await readConfig(api, node, vmid, signal);
+    if (cfg === null) return null;
+    const lock = blockingLock(cfg.lock);
+    if (lock === null) return cfg;
+    if (i === 0) log.info("VM {vmid} is locked ({lock}); waiting", { vmid, node, lock });
+    await sleep(timing.settleMs, signal);
+  }
+}
+
+/**
+ * Destroy a stopped VM with purge and unreferenced disks, and wait until its
+ * config is gone. Resolves "gone" also when it was already missing.
+ */
+export async function destroyVm(
+  api: ApiClient,
+  node: string,
+  vmid: number,
+  timing: VmTiming,
+  signal: AbortSignal,
+): Promise<void> {
+  const query = { purge: 1, "destroy-unreferenced-disks": 1 };
+  for (let attempt = 1;; attempt++) {
+    try {
+      const upid = await api.del(vmPath(node, vmid), query, signal);
+      await waitTask(api, upid, `destroy of VM ${vmid}`, timing.task, signal);
+      return;
+    } catch (err) {
+      if (signal.aborted) throw signal.reason;
+      if (missingVerdict(err) === "missing") return;
+      const text = serverTextOf(err);
+      const retryable = isTransient(err) || /is running - destroy failed|VM is locked/i.test(text);
+      if (!retryable || attempt >= timing.actionAttempts) throw err;
+      log.warn("destroy of VM {vmid} did not complete; re-reading its state", {
+        vmid,
+        node,
+        error: (err as Error).message,
+      });
+      // The destroy may have happened behind a 596, or someone restarted the VM.
+      const st = await readStatus(api, node, vmid, signal);
+      if (st === null) return;
+      if (st.lock === "destroyed") {
+        await waitGone(api, node, vmid, timing, signal);
+        return;
+      }
+      if (st.status !== "stopped") await stopVm(api, node, vmid, timing, signal);
+      else await sleep(timing.settleMs, signal);
+    }
+  }
+}
+
+async function waitGone(
+  api: ApiClient,
+  node: string,
+  vmid: number,
+  timing: VmTiming,
+  signal: AbortSignal,
+): Promise<void> {
+  while ((await readConfig(api, node, vmid, signal)) !== null) await sleep(timing.settleMs, signal);
+}
+
+/** 403s name the missing privilege; surface that rather than a generic failure. */
+export function isPermissionError(err: unknown): boolean {
+  return err instanceof ProxmoxApiError && err.status === 403;
+}

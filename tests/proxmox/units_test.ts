@@ -1,0 +1,205 @@
+// Pure-function tests: naming/markers, UPIDs, agent encoding, error text, HTTP framing.
+
+import assert from "node:assert/strict";
+import {
+  buildDescription,
+  parseHostRef,
+  parseMarker,
+  parseTags,
+  sanitizeId,
+  tagsFor,
+  vmName,
+} from "../../src/proxmox/naming.ts";
+import { isTaskSuccess, parseUpid } from "../../src/proxmox/tasks.ts";
+import {
+  agentEnabled,
+  chunkSizeFor,
+  decodeGuestOutput,
+  tail,
+  toBase64,
+} from "../../src/proxmox/agent.ts";
+import { errorFromResponse } from "../../src/proxmox/http.ts";
+import { decodeChunked, normalizeFingerprint } from "../../src/proxmox/tls.ts";
+import { isTransient, missingVerdict } from "../../src/proxmox/errors.ts";
+
+const enc = (s: string) => new TextEncoder().encode(s);
+
+Deno.test("vm names are DNS labels of at most 63 characters", () => {
+  const dns = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/;
+  for (
+    const id of [
+      "proxmox/OnDemand/pve.small/pve1/003",
+      "A__B..C",
+      "x".repeat(200),
+      "ünïcødé/machine",
+      "---",
+      "",
+      "proxmox-dc1/OnDemand/pve.xlarge/some-very-long-node-name-here/123",
+    ]
+  ) {
+    const n = vmName(id);
+    assert.ok(n.length <= 63, n);
+    assert.match(n, dns);
+    assert.ok(n.startsWith("bigfleet-"));
+  }
+  assert.equal(
+    vmName("proxmox/OnDemand/pve.small/pve1/003"),
+    "bigfleet-proxmox-ondemand-pve-small-pve1-003",
+  );
+  // Long ids sharing a prefix still differ.
+  assert.notEqual(vmName("p".repeat(80) + "/001"), vmName("p".repeat(80) + "/002"));
+  assert.equal(sanitizeId("A.B/c"), "a-b-c");
+});
+
+Deno.test("tags follow the PVE tag grammar", () => {
+  const re = /^[a-z0-9_][a-z0-9_\-+.]*$/;
+  for (const t of tagsFor("Weird Id!/ÄÖ/..").split(";")) assert.match(t, re);
+  assert.deepEqual(parseTags("bigfleet;BigFleet-x, other  y"), [
+    "bigfleet",
+    "bigfleet-x",
+    "other",
+    "y",
+  ]);
+  assert.deepEqual(parseTags(undefined), []);
+});
+
+Deno.test("marker round-trips verbatim machine ids, including odd characters", () => {
+  for (
+    const id of [
+      "proxmox/OnDemand/pve.small/pve1/003",
+      'with space and = and "quotes"',
+      "line\nbreak",
+      "ünïcødé ☃ 𝄞",
+    ]
+  ) {
+    const d = buildDescription(id, "op-1");
+    assert.ok(/^[\x20-\x7e\n]*$/.test(d), "description is plain ASCII");
+    // PVE trims trailing whitespace of descriptions.
+    assert.deepEqual(parseMarker(d.trimEnd() + "\n"), { machineId: id, operationId: "op-1" });
+  }
+  assert.equal(parseMarker("just a VM"), null);
+  assert.equal(parseMarker(undefined), null);
+  assert.deepEqual(
+    parseMarker("BigFleet managed VM. machine_id=m/1 operation_id=tok"),
+    { machineId: "m/1", operationId: "tok" },
+  );
+});
+
+Deno.test("host refs", () => {
+  assert.deepEqual(parseHostRef("pve1/105"), { node: "pve1", vmid: 105 });
+  assert.equal(parseHostRef("pve1/5"), null);
+  assert.equal(parseHostRef("pve1"), null);
+  assert.equal(parseHostRef("a/b/105"), null);
+});
+
+Deno.test("UPIDs parse and task exit statuses classify", () => {
+  const u = parseUpid("UPID:pve1:0002A1B3:01C4F0E2:66F1A2B3:qmclone:9000:root@pam!bigfleet:");
+  assert.equal(u.node, "pve1");
+  assert.equal(u.type, "qmclone");
+  assert.equal(u.id, "9000");
+  assert.throws(() => parseUpid("UPID:pve1:x"));
+  assert.throws(() => parseUpid(null));
+  assert.ok(isTaskSuccess("OK"));
+  assert.ok(isTaskSuccess("WARNINGS: 3"));
+  assert.ok(!isTaskSuccess("WARNINGS: x"));
+  assert.ok(!isTaskSuccess("clone failed: boom"));
+  assert.ok(!isTaskSuccess(""));
+});
+
+Deno.test("agent config values", () => {
+  assert.ok(agentEnabled("1"));
+  assert.ok(agentEnabled(1));
+  assert.ok(agentEnabled("enabled=1,fstrim_cloned_disks=1"));
+  assert.ok(agentEnabled("1,type=virtio"));
+  assert.ok(!agentEnabled("0"));
+  assert.ok(!agentEnabled("enabled=0"));
+  assert.ok(!agentEnabled(undefined));
+});
+
+Deno.test("file-write chunks respect content and body limits", () => {
+  const size = chunkSizeFor("/run/bigfleet-bootstrap.part999999");
+  assert.equal(size % 3, 0);
+  assert.ok(size <= 46080);
+  assert.ok((size / 3) * 4 <= 61440);
+  const body = JSON.stringify({
+    file: "/run/bigfleet-bootstrap.part999999",
+    content: "A".repeat((size / 3) * 4),
+    encode: 0,
+  });
+  assert.ok(body.length < 65536);
+  const long = chunkSizeFor("/x/" + "y".repeat(20000));
+  assert.ok(
+    JSON.stringify({
+      file: "/x/" + "y".repeat(20000),
+      content: "A".repeat((long / 3) * 4),
+      encode: 0,
+    }).length < 65536,
+  );
+  const bytes = Uint8Array.from({ length: 100_000 }, (_, i) => (i * 7919) & 0xff);
+  assert.deepEqual(Uint8Array.from(atob(toBase64(bytes)), (c) => c.charCodeAt(0)), bytes);
+});
+
+Deno.test("guest output: Latin-1 mojibake is reversed, real text kept", () => {
+  const mojibake = String.fromCharCode(...enc("grüße ☃"));
+  assert.equal(decodeGuestOutput(mojibake), "grüße ☃");
+  assert.equal(decodeGuestOutput("grüße ☃"), "grüße ☃");
+  assert.equal(decodeGuestOutput("plain"), "plain");
+  assert.equal(decodeGuestOutput("\xff\xfe"), "\xff\xfe");
+  assert.equal(decodeGuestOutput(undefined), "");
+  assert.equal(tail("a\n".repeat(2000) + "last line", 50).endsWith("last line"), true);
+  assert.ok(tail("x".repeat(5000)).length <= 1025);
+});
+
+Deno.test("error text: message, reason phrase, legacy fallbacks", () => {
+  const json = (v: unknown) => enc(JSON.stringify(v));
+  let e = errorFromResponse("GET", "/x", {
+    status: 500,
+    reason: "Internal Server Error",
+    body: json({
+      data: null,
+      message: "Configuration file 'nodes/p/qemu-server/1.conf' does not exist\n",
+    }),
+  });
+  assert.match(e.message, /500 Configuration file .* does not exist$/);
+  assert.equal(missingVerdict(e), "missing");
+  e = errorFromResponse("GET", "/x", { status: 500, reason: "", body: json({ data: null }) });
+  assert.equal(e.serverText, "");
+  assert.equal(missingVerdict(e), "unknown");
+  assert.match(e.message, /500 HTTP 500/);
+  e = errorFromResponse("GET", "/x", {
+    status: 500,
+    reason: "VM 105 qga command 'guest-ping' failed - got timeout",
+    body: json({ data: null }),
+  });
+  assert.equal(e.serverText, "VM 105 qga command 'guest-ping' failed - got timeout");
+  e = errorFromResponse("POST", "/y", {
+    status: 400,
+    reason: "Parameter verification failed.",
+    body: json({ data: null, errors: { vmid: "VM 218 already exists" } }),
+  });
+  assert.match(e.message, /vmid: VM 218 already exists/);
+  e = errorFromResponse("POST", "/y", {
+    status: 596,
+    reason: "Connection timed out",
+    body: enc(""),
+  });
+  assert.ok(isTransient(e));
+  assert.match(e.message, /596 Connection timed out/);
+  e = errorFromResponse("GET", "/y", {
+    status: 401,
+    reason: "Authentication failed!",
+    body: enc(""),
+  });
+  assert.match(e.message, /401 authentication failed/);
+});
+
+Deno.test("chunked decoding and fingerprint normalisation", () => {
+  assert.equal(
+    new TextDecoder().decode(decodeChunked(enc("3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\n"))),
+    "abcde",
+  );
+  const hex = "ab".repeat(32);
+  assert.equal(normalizeFingerprint(hex), ("AB:".repeat(32)).slice(0, -1));
+  assert.equal(normalizeFingerprint("AB:".repeat(31) + "AB"), ("AB:".repeat(32)).slice(0, -1));
+  assert.throws(() => normalizeFingerprint("abc"));
+});
