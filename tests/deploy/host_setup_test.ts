@@ -1,0 +1,204 @@
+// deploy/host-setup/setup-token.sh and deploy/install-helm.sh: syntax,
+// shellcheck when installed, and setup-token.sh run against stub pveum/pvesh
+// that record every call (no Proxmox node needed).
+
+import assert from "node:assert/strict";
+import { ROOT } from "./helm_helpers.ts";
+
+const SETUP = `${ROOT}deploy/host-setup/setup-token.sh`;
+const SCRIPTS = [SETUP, `${ROOT}deploy/install-helm.sh`];
+const SECRET = "11111111-2222-3333-4444-555555555555";
+
+async function run(cmd: string, args: string[], env: Record<string, string> = {}) {
+  const out = await new Deno.Command(cmd, { args, env, stdout: "piped", stderr: "piped" })
+    .output();
+  const dec = new TextDecoder();
+  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
+}
+
+function onPath(cmd: string): boolean {
+  try {
+    return new Deno.Command("sh", { args: ["-c", `command -v ${cmd}`], stdout: "null" })
+      .outputSync().success;
+  } catch {
+    return false;
+  }
+}
+
+Deno.test("host scripts: sh -n", async () => {
+  for (const script of SCRIPTS) {
+    const res = await run("sh", ["-n", script]);
+    assert.equal(res.code, 0, `${script}: ${res.stderr}`);
+  }
+});
+
+Deno.test({
+  name: "host scripts: shellcheck -s sh",
+  ignore: !onPath("shellcheck"),
+  fn: async () => {
+    for (const script of SCRIPTS) {
+      const res = await run("shellcheck", ["-s", "sh", script]);
+      assert.equal(res.code, 0, `${script}:\n${res.stdout}${res.stderr}`);
+    }
+  },
+});
+
+// Built-in role lists as PVE 8 and PVE 9 print them (abridged to what matters).
+const ROLES_PVE8 =
+  '[{"roleid":"Administrator","special":1,"privs":"SDN.Use,VM.Allocate,VM.Audit,VM.Monitor,VM.Clone"}]';
+const ROLES_PVE9 = '[{"roleid":"Administrator","special":1,"privs":' +
+  '"SDN.Use,VM.Allocate,VM.Audit,VM.GuestAgent.Audit,VM.GuestAgent.FileWrite,VM.GuestAgent.Unrestricted"}]';
+
+interface Cluster {
+  roles: string;
+  users?: string;
+  pools?: string;
+  tokens?: string;
+}
+
+/** Runs setup-token.sh with stub pveum/pvesh; returns its output and the pveum calls. */
+async function setupToken(cluster: Cluster, args: string[] = []) {
+  const dir = await Deno.makeTempDir();
+  try {
+    await Deno.writeTextFile(`${dir}/roles.json`, cluster.roles);
+    await Deno.writeTextFile(`${dir}/users.json`, cluster.users ?? "[]");
+    await Deno.writeTextFile(`${dir}/pools.json`, cluster.pools ?? "[]");
+    await Deno.writeTextFile(`${dir}/tokens.json`, cluster.tokens ?? "[]");
+    const stub = `#!/bin/sh
+echo "$*" >> "${dir}/calls"
+case "$1 $2 $3" in
+"role list "*) cat "${dir}/roles.json" ;;
+"user list "*) cat "${dir}/users.json" ;;
+"pool list "*) cat "${dir}/pools.json" ;;
+"user token list") cat "${dir}/tokens.json" ;;
+"user token add") echo '{"full-tokenid":"x","info":{"privsep":"1"},"value":"${SECRET}"}' ;;
+esac
+`;
+    await Deno.writeTextFile(`${dir}/pveum`, stub);
+    await Deno.writeTextFile(`${dir}/pvesh`, "#!/bin/sh\nexit 0\n");
+    await Deno.chmod(`${dir}/pveum`, 0o755);
+    await Deno.chmod(`${dir}/pvesh`, 0o755);
+    const res = await run("sh", [SETUP, ...args], { PATH: `${dir}:${Deno.env.get("PATH")}` });
+    let calls: string[] = [];
+    try {
+      calls = (await Deno.readTextFile(`${dir}/calls`)).trim().split("\n");
+    } catch { /* no calls */ }
+    return { ...res, calls, mutations: calls.filter((c) => !/ list( |$)/.test(c)) };
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+const TOKEN = "bigfleet@pve!autoscaler";
+function aclPair(path: string, role: string, propagate: 0 | 1): string[] {
+  return [
+    `acl modify ${path} --users bigfleet@pve --roles ${role} --propagate ${propagate}`,
+    `acl modify ${path} --tokens ${TOKEN} --roles ${role} --propagate ${propagate}`,
+  ];
+}
+
+Deno.test("setup-token.sh: fresh PVE 9 cluster gets user, scoped roles, pool, privsep token, ACLs", async () => {
+  const res = await setupToken({ roles: ROLES_PVE9 });
+  assert.equal(res.code, 0, res.stderr);
+  assert.deepEqual(res.mutations, [
+    "role add BigFleetProvisioner --privs VM.Allocate,VM.Audit,VM.Config.CPU,VM.Config.Memory," +
+    "VM.Config.Options,VM.PowerMgmt,VM.GuestAgent.Audit,VM.GuestAgent.Unrestricted,Pool.Audit",
+    "role add BigFleetTemplateCloner --privs VM.Clone,VM.Audit",
+    "role add BigFleetStorage --privs Datastore.AllocateSpace,Datastore.Audit",
+    "role add BigFleetAuditor --privs VM.Audit",
+    "role add BigFleetNetwork --privs SDN.Use",
+    "user add bigfleet@pve --comment BigFleet CapacityProvider",
+    "pool add bigfleet --comment VMs managed by BigFleet",
+    "user token add bigfleet@pve autoscaler --privsep 1 --comment BigFleet CapacityProvider " +
+    "--output-format json",
+    // Every grant goes to the user and to the token (privsep = intersection).
+    ...aclPair("/pool/bigfleet", "BigFleetProvisioner", 1),
+    ...aclPair("/vms/9000", "BigFleetTemplateCloner", 0),
+    ...aclPair("/storage/local-lvm", "BigFleetStorage", 0),
+    ...aclPair("/sdn/zones/localnetwork/vmbr0", "BigFleetNetwork", 0),
+    ...aclPair("/vms", "BigFleetAuditor", 1),
+  ]);
+  // The secret is printed exactly once, with the Secret to put it in.
+  assert.equal(res.stdout.split(SECRET).length - 1, 2, "secret line + kubectl line");
+  assert.match(res.stdout, /token id \(proxmox\.tokenID\): bigfleet@pve!autoscaler/);
+  assert.match(res.stdout, /kubectl -n bigfleet create secret generic bigfleet-proxmox-token/);
+  assert.match(res.stdout, /only once/);
+  assert.ok(!res.stderr.includes(SECRET), "secret only on stdout");
+  assert.ok(!res.calls.some((c) => c.includes("VM.Monitor")), "no PVE 8 privilege on PVE 9");
+});
+
+Deno.test("setup-token.sh: re-run on PVE 8 updates roles, keeps user, pool and token secret", async () => {
+  const res = await setupToken({
+    roles: ROLES_PVE8 + '\n[{"roleid":"BigFleetProvisioner","privs":"VM.Audit"}]',
+    users: '[{"userid":"bigfleet@pve","enable":1}]',
+    pools: '[{"poolid":"bigfleet"}]',
+    tokens: '[{"tokenid":"autoscaler","privsep":1}]',
+  }, ["--templates", "9000,9001", "--storages=ceph", "--bridges", "vmbr1,zone1/vnet7"]);
+  assert.equal(res.code, 0, res.stderr);
+  assert.ok(
+    res.mutations.includes(
+      "role modify BigFleetProvisioner --privs VM.Allocate,VM.Audit,VM.Config.CPU,VM.Config.Memory," +
+        "VM.Config.Options,VM.PowerMgmt,VM.Monitor,Pool.Audit",
+    ),
+    res.mutations.join("\n"),
+  );
+  for (const verb of ["user add", "pool add", "token add", "token remove"]) {
+    assert.ok(!res.mutations.some((c) => c.includes(verb)), verb);
+  }
+  for (
+    const acl of [
+      ...aclPair("/vms/9000", "BigFleetTemplateCloner", 0),
+      ...aclPair("/vms/9001", "BigFleetTemplateCloner", 0),
+      ...aclPair("/storage/ceph", "BigFleetStorage", 0),
+      ...aclPair("/sdn/zones/localnetwork/vmbr1", "BigFleetNetwork", 0),
+      ...aclPair("/sdn/zones/zone1/vnet7", "BigFleetNetwork", 0),
+    ]
+  ) assert.ok(res.mutations.includes(acl), acl);
+  assert.ok(!res.stdout.includes(SECRET));
+  assert.match(res.stdout, /unchanged; rerun with --rotate/);
+});
+
+Deno.test("setup-token.sh: --rotate replaces the token; --dry-run changes nothing", async () => {
+  const existing = {
+    roles: ROLES_PVE9,
+    users: '[{"userid":"bigfleet@pve"}]',
+    pools: '[{"poolid":"bigfleet"}]',
+    tokens: '[{"tokenid":"autoscaler"}]',
+  };
+  const rotated = await setupToken(existing, ["--rotate", "--no-audit-all-vms"]);
+  assert.equal(rotated.code, 0, rotated.stderr);
+  const remove = rotated.mutations.indexOf("user token remove bigfleet@pve autoscaler");
+  const add = rotated.mutations.findIndex((c) => c.startsWith("user token add "));
+  const firstAcl = rotated.mutations.findIndex((c) => c.startsWith("acl modify"));
+  // Removing a token drops its ACLs, so they are granted after the new token exists.
+  assert.ok(remove >= 0 && add > remove && firstAcl > add, rotated.mutations.join("\n"));
+  assert.ok(!rotated.mutations.some((c) => c.includes("BigFleetAuditor")));
+  assert.ok(rotated.stdout.includes(SECRET));
+
+  const dry = await setupToken({ roles: ROLES_PVE9 }, ["--dry-run"]);
+  assert.equal(dry.code, 0, dry.stderr);
+  assert.deepEqual(dry.mutations, [], "dry run only lists");
+  assert.match(dry.stderr, /\+ pveum acl modify \/pool\/bigfleet --tokens bigfleet@pve!autoscaler/);
+});
+
+Deno.test("setup-token.sh: bad input is refused before anything is changed", async () => {
+  for (
+    const args of [
+      ["--token-name", "9bad"],
+      ["--user", "nouser"],
+      ["--templates", "42"],
+      ["--pool", "bad pool"],
+      ["--bogus"],
+      ["--pve-major", "x"],
+    ]
+  ) {
+    const res = await setupToken({ roles: ROLES_PVE9 }, args);
+    assert.notEqual(res.code, 0, args.join(" "));
+    assert.match(res.stderr, /^setup-token\.sh: /m, args.join(" "));
+    assert.deepEqual(res.calls, [], `${args.join(" ")}: no pveum call`);
+  }
+  // No version hint at all: refuse rather than guess the agent privileges.
+  const res = await setupToken({ roles: "[]" });
+  assert.notEqual(res.code, 0);
+  assert.match(res.stderr, /cannot tell the PVE version/);
+});
