@@ -3,8 +3,7 @@
 
 // Inline specifier: only the deploy tests need a YAML parser, and deno.json
 // belongs to the whole project (move it to "imports" if others need yaml too).
-// deno-lint-ignore no-import-prefix
-import { parseAllDocuments } from "npm:yaml@^2.9.1";
+import { parseAllDocuments } from "yaml";
 
 export const ROOT = new URL("../../", import.meta.url).pathname;
 export const CHART = `${ROOT}deploy/helm`;
