@@ -1,11 +1,14 @@
 // The provider binary: parse and validate flags, start the app, serve until
 // SIGINT/SIGTERM. Any startup problem is one line on stderr and exit code 2
 // (configuration) or 1 (runtime, e.g. the address is in use); nothing is served.
+// A graceful stop exits 0; a second signal during it exits 1 at once.
 
 import { loadConfig } from "./src/config/load.ts";
 import { ConfigError } from "./src/config/types.ts";
 import { startApp } from "./src/app.ts";
+import { installCrashGuards } from "./src/server/guards.ts";
 import { setupLogging } from "./src/server/log.ts";
+import { createMetrics } from "./src/server/metrics.ts";
 
 async function main(): Promise<number> {
   setupLogging();
@@ -19,21 +22,32 @@ async function main(): Promise<number> {
     }
     throw e;
   }
+  const metrics = createMetrics();
+  installCrashGuards(metrics);
   let app;
   try {
-    app = await startApp(config);
+    app = await startApp(config, { metrics });
   } catch (e) {
     console.error(`error: ${startupMessage(e)}`);
     return 1;
   }
-  const stopped = Promise.withResolvers<void>();
+  const stopped = Promise.withResolvers<number>();
+  let signalled = false;
   const onSignal = () => {
-    app.stop().then(stopped.resolve, stopped.reject);
+    if (signalled) {
+      console.error("error: second signal during shutdown; exiting now");
+      stopped.resolve(1);
+      return;
+    }
+    signalled = true;
+    app.stop().then(() => stopped.resolve(0), (e) => {
+      console.error(`error: shutdown failed: ${startupMessage(e)}`);
+      stopped.resolve(1);
+    });
   };
   Deno.addSignalListener("SIGINT", onSignal);
   Deno.addSignalListener("SIGTERM", onSignal);
-  await stopped.promise;
-  return 0;
+  return await stopped.promise;
 }
 
 /** One line that names the problem, whatever threw. */

@@ -1,8 +1,8 @@
-// Assembles one provider from a validated Config: backend, state store, kit,
-// gRPC listener and the reconcile loop. main.ts adds process concerns (flags,
-// signals, exit codes); tests call startApp directly to inject a backend.
+// Assembles one provider from a validated Config: metrics and probes, backend,
+// state store, kit, gRPC listener and the reconcile loop. main.ts adds process
+// concerns (flags, signals, crash guards, exit codes); tests call startApp
+// directly to inject a backend or wrap the kit.
 
-import * as grpc from "@grpc/grpc-js";
 import { getLogger } from "@logtape/logtape";
 import type { Config } from "./config/types.ts";
 import { createFakeBackend } from "./fake/backend.ts";
@@ -12,91 +12,117 @@ import type { Kit, Timeouts } from "./kit/kit.ts";
 import { openKvStore } from "./kit/kv_store.ts";
 import { createMemoryStore } from "./kit/store.ts";
 import { startGrpcServer } from "./server/grpc.ts";
-import type { Method, RpcObserver } from "./server/grpc.ts";
+import type { GrpcServer } from "./server/grpc.ts";
+import { startOpsServer } from "./server/http.ts";
+import type { Readiness } from "./server/http.ts";
+import { createMetrics } from "./server/metrics.ts";
+import type { Metrics } from "./server/metrics.ts";
+import { createRpcObserver } from "./server/rpc_observer.ts";
+import { serverCredentials } from "./server/tls.ts";
 
 export interface AppOptions {
   /** Replaces the backend the config selects (tests inject failing or blocking ones). */
   backend?: Backend;
   /** Transition timeouts in ms; defaults are the contract's. */
   timeouts?: Partial<Timeouts>;
+  /** Metrics to record into; main.ts shares them with the crash guards. */
+  metrics?: Metrics;
+  /** Wraps the kit the server calls (tests inject throwing or slow kits). */
+  wrapKit?: (kit: Kit) => Kit;
+  /** How long stop() lets in-flight RPCs run before cutting them. */
+  shutdownGraceMs?: number;
 }
 
 export interface App {
   readonly grpcPort: number;
+  /** Port of /metrics, /healthz, /readyz; null when disabled or the port was taken. */
+  readonly metricsPort: number | null;
   readonly kit: Kit;
-  /** Graceful stop: health NOT_SERVING, in-flight RPCs finish, state flushed. */
+  readonly metrics: Metrics;
+  /** Graceful stop: /readyz 503 and health NOT_SERVING, in-flight RPCs finish, state flushed. */
   stop(): Promise<void>;
 }
 
 const log = getLogger(["bigfleet"]);
-const rpcLog = getLogger(["bigfleet", "rpc"]);
-const READS: ReadonlySet<Method> = new Set(["Get", "List"]);
 const SHUTDOWN_GRACE_MS = 10_000;
 
 export async function startApp(config: Config, opts: AppOptions = {}): Promise<App> {
-  const backend = opts.backend ?? await createBackend(config);
-  if (backend.kind === "fake") {
-    log.warn(
-      "running the in-memory FAKE backend: no Proxmox VM is ever created (testing and demos only)",
-    );
+  const metrics = opts.metrics ?? createMetrics();
+  const readiness: Readiness = { ready: false };
+  // First, so /healthz answers while the inventory loads and /readyz says 503.
+  const ops = config.metricsAddr ? startOpsServer(config.metricsAddr, metrics, readiness) : null;
+  const { credentials, security } = serverCredentials(config.tls);
+
+  let backend: Backend | undefined;
+  let kit: Kit | undefined;
+  let server: GrpcServer;
+  try {
+    backend = opts.backend ?? await createBackend(config, metrics);
+    if (backend.kind === "fake") {
+      log.warn(
+        "running the in-memory FAKE backend: no Proxmox VM is ever created (testing and demos only)",
+      );
+    }
+    const store = config.statePath ? await openKvStore(config.statePath) : createMemoryStore();
+    kit = await startKit({
+      provider: config.provider,
+      backend,
+      store,
+      catalog: config.catalog,
+      slots: config.slots,
+      timeouts: opts.timeouts,
+    });
+    server = await startGrpcServer({
+      kit: opts.wrapKit ? opts.wrapKit(kit) : kit,
+      provider: config.provider,
+      host: config.addr.host,
+      port: config.addr.port,
+      credentials,
+      reflection: config.reflection,
+      observer: createRpcObserver(metrics),
+    });
+  } catch (e) {
+    await kit?.close().catch(() => {});
+    await backend?.close().catch(() => {});
+    await ops?.close();
+    throw e;
   }
-  const store = config.statePath ? await openKvStore(config.statePath) : createMemoryStore();
-  const kit = await startKit({
-    provider: config.provider,
-    backend,
-    store,
-    catalog: config.catalog,
-    slots: config.slots,
-    timeouts: opts.timeouts,
-  });
 
-  const observer: RpcObserver = {
-    rpc(method, code, seconds, error) {
-      const props = { method, code: grpc.status[code] ?? String(code), dur_ms: seconds * 1000 };
-      if (error !== null) rpcLog.warn("{method} failed: {error}", { ...props, error });
-      else if (READS.has(method)) rpcLog.debug("{method}", props);
-      else rpcLog.info("{method}", props);
-    },
-    panic(method, error) {
-      rpcLog.error("{method} handler threw: {error}", { method, error: String(error) });
-    },
-  };
-
-  const server = await startGrpcServer({
-    kit,
-    provider: config.provider,
-    host: config.addr.host,
-    port: config.addr.port,
-    credentials: grpc.ServerCredentials.createInsecure(),
-    reflection: config.reflection,
-    observer,
-  });
-
-  const stopReconcile = startReconcileLoop(kit, config.reconcileIntervalMs);
+  const stopReconcile = startReconcileLoop(kit, config.reconcileIntervalMs, metrics);
   server.markServing();
+  readiness.ready = true;
   log.info("serving CapacityProvider", {
     addr: config.addr.raw,
     port: server.port,
     provider: config.provider,
     proxmox_backend: backend.kind,
-    security: "insecure",
+    security,
     offerings: config.offeringsSource,
     machines: kit.size,
     zones: config.zones.join(","),
     metrics_addr: config.metricsAddr?.raw ?? "",
+    metrics_port: ops?.port ?? null,
     state: config.statePath || "memory",
   });
 
+  const liveKit = kit;
+  const liveBackend = backend;
   let stopping: Promise<void> | null = null;
   return {
     grpcPort: server.port,
-    kit,
+    metricsPort: ops?.port ?? null,
+    kit: liveKit,
+    metrics,
     stop() {
       stopping ??= (async () => {
+        // Probes flip before anything stops, so balancers drain us first.
+        readiness.ready = false;
+        log.info("shutting down: not ready, finishing in-flight calls");
         stopReconcile();
-        await server.shutdown(SHUTDOWN_GRACE_MS);
-        await kit.close();
-        await backend.close();
+        await server.shutdown(opts.shutdownGraceMs ?? SHUTDOWN_GRACE_MS);
+        await liveKit.close();
+        await liveBackend.close();
+        await ops?.close();
         log.info("stopped");
       })();
       return stopping;
@@ -104,18 +130,21 @@ export async function startApp(config: Config, opts: AppOptions = {}): Promise<A
   };
 }
 
-async function createBackend(config: Config): Promise<Backend> {
+async function createBackend(config: Config, metrics: Metrics): Promise<Backend> {
   if (config.backend === "fake") {
     return createFakeBackend({ zones: config.zones, delayMs: config.fakeDelayMs });
   }
   // Loaded on demand: the fake never pays for the Proxmox client.
   const modPath = "./proxmox/mod.ts";
   const { createProxmoxBackend } = await import(modPath);
-  return await createProxmoxBackend(config);
+  return await createProxmoxBackend(config, {
+    observe: (op: string, outcome: "ok" | "error", seconds: number) =>
+      metrics.apiCall(op, outcome, seconds),
+  });
 }
 
 /** Periodic substrate refresh; returns a function that stops it. */
-function startReconcileLoop(kit: Kit, intervalMs: number): () => void {
+function startReconcileLoop(kit: Kit, intervalMs: number, metrics: Metrics): () => void {
   if (intervalMs <= 0) return () => {};
   const ac = new AbortController();
   let running = false;
@@ -126,9 +155,14 @@ function startReconcileLoop(kit: Kit, intervalMs: number): () => void {
       const res = await kit.reconcile(
         AbortSignal.any([ac.signal, AbortSignal.timeout(intervalMs)]),
       );
+      metrics.reconcile("ok");
       if (res.changed + res.orphans > 0) log.info("reconcile updated inventory", { ...res });
     } catch (e) {
-      log.warn("reconcile failed: {error}", { error: String(e) });
+      // A pass cut short by shutdown is not a failed reconcile.
+      if (!ac.signal.aborted) {
+        metrics.reconcile("error");
+        log.warn("reconcile failed: {error}", { error: String(e) });
+      }
     } finally {
       running = false;
     }

@@ -12,6 +12,8 @@ import { fileURLToPath } from "node:url";
 import type { Kit } from "../kit/kit.ts";
 import { Code, KitError } from "../kit/errors.ts";
 import { encodeRevision } from "../kit/revision.ts";
+import { assertShardAllowed, peerShardIds } from "./identity.ts";
+import type { AuthSource } from "./identity.ts";
 import {
   decodeConfigure,
   decodeCreate,
@@ -57,30 +59,36 @@ export const PROTO_PATH = fileURLToPath(
 );
 const DEFAULT_MAX_RECEIVE = 64 * 1024 * 1024;
 
-type Handler = (request: Uint8Array) => Promise<Uint8Array>;
+type Handler = (request: Uint8Array, call: AuthSource) => Promise<Uint8Array>;
 
 export async function startGrpcServer(opts: GrpcOptions): Promise<GrpcServer> {
   const { kit, observer } = opts;
   const enc = machineEncoder(opts.provider);
 
+  // Mutations check the peer's shard identity after decoding and before the
+  // kit sees the request, so a refused call never moves a fence mark.
   const handlers: Record<Method, Handler> = {
-    Create: async (b) => {
+    Create: async (b, call) => {
       const m = decodeCreate(b);
+      assertShardAllowed(peerShardIds(call), m.token.shardId);
       const ack = await kit.create(m);
       return enc.ack(ack.operationId, ack.machine);
     },
-    Configure: async (b) => {
+    Configure: async (b, call) => {
       const m = decodeConfigure(b);
+      assertShardAllowed(peerShardIds(call), m.token.shardId);
       const ack = await kit.configure(m);
       return enc.ack(ack.operationId, ack.machine);
     },
-    Drain: async (b) => {
+    Drain: async (b, call) => {
       const m = decodeDrain(b);
+      assertShardAllowed(peerShardIds(call), m.token.shardId);
       const ack = await kit.drain(m);
       return enc.ack(ack.operationId, ack.machine);
     },
-    Delete: async (b) => {
+    Delete: async (b, call) => {
       const m = decodeDelete(b);
+      assertShardAllowed(peerShardIds(call), m.token.shardId);
       const ack = await kit.delete(m);
       return enc.ack(ack.operationId, ack.machine);
     },
@@ -111,7 +119,9 @@ export async function startGrpcServer(opts: GrpcOptions): Promise<GrpcServer> {
     implementation[method] = unary(method, handlers[method], observer);
   }
 
+  const streams = new OpenStreams();
   const server = new grpc.Server({
+    interceptors: [streams.interceptor],
     "grpc.max_receive_message_length": opts.maxReceiveBytes ?? DEFAULT_MAX_RECEIVE,
     "grpc.max_send_message_length": -1,
   });
@@ -142,26 +152,56 @@ export async function startGrpcServer(opts: GrpcOptions): Promise<GrpcServer> {
           server.forceShutdown();
           resolve();
         }, graceMs);
+        // Stops accepting; open unary calls finish and answer first.
         server.tryShutdown(() => {
           clearTimeout(timer);
           resolve();
         });
+        // Watchers have just been told NOT_SERVING; their streams would
+        // otherwise hold the shutdown open until the grace runs out.
+        streams.endAll();
       });
     },
   };
 }
 
-function unary(method: Method, handler: Handler, observer: RpcObserver): grpc.handleUnaryCall<
-  Uint8Array,
-  Uint8Array
-> {
+/** Open streaming calls (health Watch, reflection), ended when the server stops. */
+class OpenStreams {
+  readonly #calls = new Set<grpc.ServerInterceptingCallInterface>();
+
+  readonly interceptor: grpc.ServerInterceptor = (desc, call) => {
+    if (!desc.requestStream && !desc.responseStream) return new grpc.ServerInterceptingCall(call);
+    this.#calls.add(call);
+    const forget = () => this.#calls.delete(call);
+    return new grpc.ServerInterceptingCall(call, {
+      start: (next) => next({ onCancel: forget }),
+      sendStatus: (status, next) => {
+        forget();
+        next(status);
+      },
+    });
+  };
+
+  endAll(): void {
+    for (const call of [...this.#calls]) {
+      this.#calls.delete(call);
+      call.sendStatus({ code: grpc.status.UNAVAILABLE, details: "server shutting down" });
+    }
+  }
+}
+
+function unary(
+  method: Method,
+  handler: Handler,
+  observer: RpcObserver,
+): grpc.handleUnaryCall<Uint8Array, Uint8Array> {
   return (call, callback) => {
     const started = performance.now();
     const finish = (code: number, error: string | null) =>
       observer.rpc(method, code, (performance.now() - started) / 1000, error);
     let pending: Promise<Uint8Array>;
     try {
-      pending = handler(call.request);
+      pending = handler(call.request, call);
     } catch (e) {
       pending = Promise.reject(e);
     }

@@ -1,0 +1,106 @@
+// Prometheus metrics on a registry of our own: the global prom-client registry
+// is shared by every library in the process, and tests run several providers
+// in one process, so nothing here ever touches it.
+
+import { collectDefaultMetrics, Counter, Histogram, Registry } from "prom-client";
+
+/** The Proxmox operations the real backend reports (product spec §8). */
+export const API_OPS = [
+  "CloneVM",
+  "DeleteVM",
+  "DescribeManaged",
+  "EnsureRunning",
+  "Configure",
+  "Drain",
+] as const;
+
+export type ApiOutcome = "ok" | "error";
+export type ReconcileOutcome = "ok" | "error";
+
+export interface Metrics {
+  readonly registry: Registry;
+  /** One Proxmox API operation finished. */
+  apiCall(op: string, outcome: ApiOutcome, seconds: number): void;
+  /** One gRPC call finished; `code` is the gRPC code name (OK, NOT_FOUND, …). */
+  grpcRequest(method: string, code: string, seconds: number): void;
+  /** A handler or a stray promise threw something unexpected. */
+  panic(): void;
+  reconcile(outcome: ReconcileOutcome): void;
+  /** The exposition text and its content type, for /metrics. */
+  scrape(): Promise<{ body: string; contentType: string }>;
+}
+
+const PREFIX = "bigfleet_proxmox_";
+// Proxmox calls range from milliseconds (status reads) to minutes (clones).
+const API_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
+// Acks are fast; List of a big fleet and durable writes sit in the middle.
+const GRPC_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+export function createMetrics(): Metrics {
+  const registry = new Registry();
+  const registers = [registry];
+
+  const apiCalls = new Counter({
+    name: `${PREFIX}api_calls_total`,
+    help: "Proxmox API operations by operation and outcome.",
+    labelNames: ["op", "outcome"] as const,
+    registers,
+  });
+  const apiDuration = new Histogram({
+    name: `${PREFIX}api_duration_seconds`,
+    help: "Duration of Proxmox API operations.",
+    labelNames: ["op"] as const,
+    buckets: API_BUCKETS,
+    registers,
+  });
+  const grpcRequests = new Counter({
+    name: `${PREFIX}grpc_requests_total`,
+    help: "CapacityProvider RPCs by method and gRPC status code name.",
+    labelNames: ["method", "code"] as const,
+    registers,
+  });
+  const grpcDuration = new Histogram({
+    name: `${PREFIX}grpc_request_duration_seconds`,
+    help: "Duration of CapacityProvider RPCs.",
+    labelNames: ["method"] as const,
+    buckets: GRPC_BUCKETS,
+    registers,
+  });
+  const panics = new Counter({
+    name: `${PREFIX}panics_total`,
+    help: "Unexpected exceptions caught in handlers or process-wide.",
+    registers,
+  });
+  const reconciles = new Counter({
+    name: `${PREFIX}reconcile_total`,
+    help: "Background reconcile passes by outcome.",
+    labelNames: ["outcome"] as const,
+    registers,
+  });
+
+  // Known series start at zero so rate() and absent() alerts work from boot.
+  for (const op of API_OPS) {
+    for (const outcome of ["ok", "error"]) apiCalls.labels(op, outcome).inc(0);
+    apiDuration.zero({ op });
+  }
+  for (const outcome of ["ok", "error"]) reconciles.labels(outcome).inc(0);
+
+  collectDefaultMetrics({ register: registry });
+
+  return {
+    registry,
+    apiCall(op, outcome, seconds) {
+      apiCalls.labels(op, outcome).inc();
+      apiDuration.labels(op).observe(seconds);
+    },
+    grpcRequest(method, code, seconds) {
+      grpcRequests.labels(method, code).inc();
+      grpcDuration.labels(method).observe(seconds);
+    },
+    panic: () => panics.inc(),
+    reconcile: (outcome) => reconciles.labels(outcome).inc(),
+    async scrape() {
+      return { body: await registry.metrics(), contentType: registry.contentType };
+    },
+  };
+}
