@@ -1,0 +1,105 @@
+// A Backend that injects faults on command through the wire, mirroring the Go
+// faultprovider (catalog §3.2) so B701–B708 can run in-process against our kit:
+//   Create fails for machine ids in `createFaults`;
+//   Configure by cluster_id: fault-error (errors at once), fault-timeout
+//   (blocks until aborted), fault-slow-ok (ignores the abort, succeeds at
+//   timeout + 1 s), fault-readiness-block (the hook "succeeds" but readiness
+//   never comes: our seam has no separate gate, so it blocks until aborted);
+//   Drain fails for machines bound to fault-drain-error; Delete always works.
+
+import type { Backend, ManagedVm } from "../../src/kit/backend.ts";
+import { BackendError } from "../../src/kit/backend.ts";
+
+export interface FaultBackendOptions {
+  zones: readonly string[];
+  createFaults: ReadonlySet<string>;
+  /** The provider's transition timeout; fault-slow-ok reports success 1 s after it. */
+  transitionTimeoutMs: number;
+}
+
+/** Resolves when `signal` aborts, rejecting with its reason (a blocked actuator). */
+function untilAborted(signal: AbortSignal): Promise<never> {
+  return new Promise((_, reject) => {
+    if (signal.aborted) return reject(signal.reason);
+    signal.addEventListener("abort", () => reject(signal.reason), { once: true });
+  });
+}
+
+export function createFaultBackend(o: FaultBackendOptions): Backend {
+  const vms = new Map<string, { node: string; vmid: number; cluster: string }>();
+  let nextVmid = 100;
+  const timers = new Set<ReturnType<typeof setTimeout>>();
+
+  function hosted(machineId: string, hostRef: string) {
+    let vm = vms.get(machineId);
+    if (!vm) {
+      const [node, vmid] = hostRef.split("/");
+      vm = { node, vmid: Number(vmid), cluster: "" };
+      vms.set(machineId, vm);
+    }
+    return vm;
+  }
+
+  return {
+    kind: "fake",
+    zones: o.zones,
+    create(slot) {
+      if (o.createFaults.has(slot.machineId)) {
+        return Promise.reject(
+          new BackendError("injected create fault (conformance.fault/create=error)"),
+        );
+      }
+      const vm = { node: slot.zone, vmid: nextVmid++, cluster: "" };
+      vms.set(slot.machineId, vm);
+      return Promise.resolve({ hostRef: `${vm.node}/${vm.vmid}` });
+    },
+    async configure(m, spec, signal) {
+      const vm = hosted(m.machineId, m.hostRef);
+      vm.cluster = spec.clusterId;
+      switch (spec.clusterId) {
+        case "fault-error":
+          throw new BackendError("injected configure fault (fault-error)");
+        case "fault-timeout":
+        case "fault-readiness-block":
+          await untilAborted(signal);
+          return;
+        case "fault-slow-ok":
+          await new Promise<void>((r) => {
+            const t = setTimeout(() => {
+              timers.delete(t);
+              r();
+            }, o.transitionTimeoutMs + 1000);
+            timers.add(t);
+          });
+          return;
+      }
+    },
+    drain(m) {
+      const vm = hosted(m.machineId, m.hostRef);
+      if (vm.cluster === "fault-drain-error") {
+        return Promise.reject(new BackendError("injected drain fault (fault-drain-error)"));
+      }
+      vm.cluster = "";
+      return Promise.resolve();
+    },
+    delete(m) {
+      vms.delete(m.machineId);
+      return Promise.resolve();
+    },
+    describe(): Promise<ManagedVm[]> {
+      return Promise.resolve([...vms].map(([machineId, vm]) => ({
+        machineId,
+        hostRef: `${vm.node}/${vm.vmid}`,
+        node: vm.node,
+        vmid: vm.vmid,
+        status: "running" as const,
+        cloning: false,
+      })));
+    },
+    close() {
+      for (const t of timers) clearTimeout(t);
+      timers.clear();
+      return Promise.resolve();
+    },
+  };
+}
