@@ -170,6 +170,8 @@ export async function createProxmoxBackend(
   const cloneMutex = createMutex();
   /** VMIDs handed to a clone POST whose task has not finished: nextid cannot see them yet. */
   const reserved = new Set<number>();
+  /** VMIDs we just lost a race on → until when to skip them (the winner may not show in nextid yet). */
+  const lostRace = new Map<number, number>();
   /** Clones this process started, vmid → machine id: recognisable before PVE writes the name. */
   const cloning = new Map<number, string>();
   /** One Create per machine at a time inside this process; a second call joins the first. */
@@ -345,9 +347,11 @@ export async function createProxmoxBackend(
       }
       return n;
     };
+    const now = Date.now();
+    for (const [id, until] of lostRace) if (until <= now) lostRace.delete(id);
     let id = parse(await api.get("/cluster/nextid", undefined, signal));
     for (let tries = 0; tries < 10_000; tries++, id++) {
-      if (reserved.has(id)) continue;
+      if (reserved.has(id) || lostRace.has(id)) continue;
       if (tries === 0) return id;
       try {
         return parse(await api.get("/cluster/nextid", { vmid: id }, signal));
@@ -442,8 +446,13 @@ export async function createProxmoxBackend(
       } catch (err) {
         if (signal.aborted) throw err;
         const text = serverTextOf(err);
-        if (RACE_RE.test(text) && attempt < timing.raceAttempts) {
+        const refused = started.error !== null;
+        if (
+          (RACE_RE.test(text) || (refused && await legacyRaceLost(err, srcNode, vmid, signal))) &&
+          attempt < timing.raceAttempts
+        ) {
           log.warn("lost a VMID race for {vmid}; retrying with a new id", { vmid, error: text });
+          lostRace.set(vmid, Date.now() + 60_000);
           continue;
         }
         if (started.error !== null && isTransient(err) && attempt < timing.raceAttempts) {
@@ -461,6 +470,27 @@ export async function createProxmoxBackend(
         reserved.delete(vmid);
         cloning.delete(vmid);
       }
+    }
+  }
+
+  /**
+   * A legacy server (no JSON `message`, reason phrase unreadable over fetch)
+   * answers a synchronous newid collision with a bare 500. Decide it by
+   * evidence: our POST was refused, so if the newid exists now, it is someone else's.
+   */
+  async function legacyRaceLost(
+    err: unknown,
+    srcNode: string,
+    vmid: number,
+    signal: AbortSignal,
+  ): Promise<boolean> {
+    if (!(err instanceof ProxmoxApiError) || err.status !== 500 || err.serverText !== "") {
+      return false;
+    }
+    try {
+      return (await readConfig(api, srcNode, vmid, signal)) !== null;
+    } catch {
+      return false;
     }
   }
 

@@ -1,0 +1,174 @@
+// Shared setup for the backend tests: a simulator, a Config pointing at it,
+// fast timings, and a log capture used to prove secrets never reach logs.
+
+import { configureSync, type LogRecord, resetSync } from "@logtape/logtape";
+import type { Config, ProxmoxConfig } from "../../src/config/types.ts";
+import type { Backend } from "../../src/kit/backend.ts";
+import {
+  type ApiOp,
+  createProxmoxBackend,
+  type ProxmoxDeps,
+  type Timing,
+} from "../../src/proxmox/mod.ts";
+import { type SimOptions, type Simulator, startSimulator } from "../pvesim/mod.ts";
+
+export const FAST: Partial<Timing> = {
+  task: { initialMs: 10, maxMs: 40 },
+  exec: { initialMs: 10, maxMs: 40 },
+  agentPollMs: 25,
+  agentTimeoutMs: 4000,
+  settleMs: 25,
+  requestTimeoutMs: 8000,
+  retryBaseMs: 10,
+  cloneSettleMs: 1500,
+  probeTimeoutMs: 4000,
+};
+
+/** Every log record the backend emitted, rendered as one line each (message + properties). */
+export const logLines: string[] = [];
+
+let logsConfigured = false;
+export function captureLogs(): void {
+  if (logsConfigured) return;
+  logsConfigured = true;
+  resetSync();
+  configureSync({
+    sinks: {
+      mem: (r: LogRecord) => {
+        logLines.push(
+          `${r.level} ${r.message.map(String).join("")} ${
+            JSON.stringify(r.properties, (_k, v) => typeof v === "bigint" ? String(v) : v)
+          }`,
+        );
+      },
+    },
+    loggers: [
+      { category: ["bigfleet"], lowestLevel: "debug", sinks: ["mem"] },
+      { category: ["logtape", "meta"], lowestLevel: "error", sinks: [] },
+    ],
+  });
+}
+
+export function configFor(
+  sim: Simulator,
+  over: Partial<ProxmoxConfig> = {},
+  extra: Partial<Config> = {},
+): Config {
+  const proxmox: ProxmoxConfig = {
+    apiUrl: sim.url,
+    tokenId: sim.tokenId,
+    tokenSecret: sim.tokenSecret,
+    caPem: sim.caPem,
+    fingerprint: null,
+    pool: "bigfleet",
+    nodes: ["pve1", "pve2"],
+    ...over,
+  };
+  return {
+    addr: { host: "", port: 0, raw: ":0" },
+    provider: "proxmox",
+    backend: "proxmox",
+    fakeDelayMs: 0,
+    proxmox,
+    catalog: new Map(),
+    slots: [],
+    offeringsSource: "built-in",
+    zones: proxmox.nodes,
+    templateVmid: 9000,
+    bootstrapPath: "/run/bigfleet-bootstrap",
+    bootstrapExec: ["/bin/sh"],
+    reconcileIntervalMs: 0,
+    statePath: "",
+    metricsAddr: null,
+    reflection: false,
+    tls: null,
+    ...extra,
+  };
+}
+
+export interface Observed {
+  op: ApiOp;
+  outcome: "ok" | "error";
+  seconds: number;
+}
+
+export interface Rig {
+  sim: Simulator;
+  backend: Backend;
+  cfg: Config;
+  observed: Observed[];
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** Start a simulator and a backend on it; `await using` tears both down. */
+export async function rig(
+  simOpts: SimOptions = {},
+  over: Partial<ProxmoxConfig> = {},
+  deps: ProxmoxDeps = {},
+  extra: Partial<Config> = {},
+): Promise<Rig> {
+  captureLogs();
+  const sim = await startSimulator({
+    timing: {
+      cloneMs: 120,
+      cloneNamelessMs: 40,
+      taskMs: 20,
+      agentBootMs: 80,
+      resourcesLagMs: 60,
+      execMs: 20,
+    },
+    ...simOpts,
+  });
+  const cfg = configFor(sim, over, extra);
+  const observed: Observed[] = [];
+  let backend: Backend;
+  try {
+    backend = await createProxmoxBackend(cfg, {
+      timing: FAST,
+      observe: (op, outcome, seconds) => observed.push({ op, outcome, seconds }),
+      ...deps,
+    });
+  } catch (err) {
+    await sim.close();
+    throw err;
+  }
+  return {
+    sim,
+    backend,
+    cfg,
+    observed,
+    async [Symbol.asyncDispose]() {
+      await backend.close();
+      await sim.close();
+    },
+  };
+}
+
+let seq = 0;
+export function slot(
+  zone = "pve1",
+  over: Partial<import("../../src/kit/backend.ts").SlotSpec> = {},
+) {
+  seq++;
+  return {
+    machineId: `proxmox/OnDemand/pve.small/${zone}/${String(seq).padStart(3, "0")}`,
+    operationId: `op-${seq}`,
+    instanceType: "pve.small",
+    zone,
+    templateVmid: 9000,
+    vcpu: 2,
+    memoryMib: 4096,
+    ...over,
+  };
+}
+
+export const signal = () => AbortSignal.timeout(20_000);
+
+export function vmidOf(hostRef: string): number {
+  return Number(hostRef.split("/")[1]);
+}
+
+/** All requests that carried a valid token. */
+export function authed(sim: Simulator) {
+  return sim.requests.filter((r) => r.authenticated);
+}
