@@ -3,23 +3,7 @@
 
 import assert from "node:assert/strict";
 import { parseUpid } from "./tasks.ts";
-import { Api, rawRequest, sleep } from "./testkit.ts";
-import { startSimulator } from "./mod.ts";
-import type { SimOptions, Simulator } from "./types.ts";
-
-async function withSim(
-  fn: (sim: Simulator, api: Api) => Promise<void>,
-  opts: SimOptions = {},
-): Promise<void> {
-  const sim = await startSimulator(opts);
-  const api = new Api(sim);
-  try {
-    await fn(sim, api);
-  } finally {
-    api.close();
-    await sim.close();
-  }
-}
+import { rawRequest, sleep, withSim } from "./testkit.ts";
 
 Deno.test("TLS: CA verifies, fingerprint matches the leaf, wrong CA is refused", async () => {
   await withSim(async (sim) => {

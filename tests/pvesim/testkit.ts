@@ -2,7 +2,23 @@
 // CA, a node:https request that exposes the reason phrase, and polling.
 
 import https from "node:https";
-import type { Simulator } from "./types.ts";
+import { startSimulator } from "./mod.ts";
+import type { SimOptions, Simulator } from "./types.ts";
+
+/** Runs fn against a fresh simulator and a client for it; closes both. */
+export async function withSim(
+  fn: (sim: Simulator, api: Api) => Promise<void>,
+  opts: SimOptions = {},
+): Promise<void> {
+  const sim = await startSimulator(opts);
+  const api = new Api(sim);
+  try {
+    await fn(sim, api);
+  } finally {
+    api.close();
+    await sim.close();
+  }
+}
 
 export interface ApiReply {
   status: number;
@@ -82,11 +98,14 @@ export class Api {
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Polls fn until it returns a truthy value. */
-export async function until<T>(fn: () => T | Promise<T>, timeoutMs = 3000): Promise<T> {
+export async function until<T>(
+  fn: () => T | Promise<T>,
+  timeoutMs = 3000,
+): Promise<NonNullable<T>> {
   const deadline = Date.now() + timeoutMs;
   while (true) {
     const v = await fn();
-    if (v) return v;
+    if (v) return v as NonNullable<T>;
     if (Date.now() > deadline) throw new Error("condition not met in time");
     await sleep(10);
   }

@@ -70,15 +70,22 @@ function foreignVm(core: SimCore, vmid: number, node: string): void {
   core.state.publish(vm);
 }
 
-function injectRace(core: SimCore, a: CloneArgs): void {
+type RaceKind = SimCore["faults"]["nextidRaceKind"];
+
+/** Consumes one injected race, if any is pending. */
+function takeRace(core: SimCore): RaceKind | null {
   const f = core.faults;
-  if (f.nextidRace <= 0) return;
+  if (f.nextidRace <= 0) return null;
   f.nextidRace--;
+  return f.nextidRaceKind;
+}
+
+function injectRace(core: SimCore, a: CloneArgs, kind: RaceKind): void {
   const other = core.state.nodes.find((n) => n !== a.node) ?? a.node;
-  switch (f.nextidRaceKind) {
+  switch (kind) {
     case "sync":
     case "config-exists":
-      // "sync": the other clone's temp config exists before our POST is checked.
+      // "sync" runs before our pre-check, "config-exists" right after it.
       foreignVm(core, a.newid, a.node);
       break;
     case "other-node":
@@ -207,10 +214,12 @@ export const cloneRoutes: Route[] = [
       if (a.target !== undefined && a.target !== a.node && !src.sharedStorage) {
         throw fail(`can't clone VM to node '${a.target}' (VM uses local storage)`);
       }
-      injectRace(core, a);
+      const race = takeRace(core);
+      if (race === "sync") injectRace(core, a, race);
       // Only the local node's config directory is checked here.
       const clash = core.state.vms.get(a.newid);
       if (clash && clash.node === a.node) throw fail(existsText(a.newid));
+      if (race !== null && race !== "sync") injectRace(core, a, race);
       const t = core.tasks.start(
         a.node,
         "qmclone",
