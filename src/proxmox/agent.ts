@@ -85,7 +85,7 @@ export async function waitForAgent(
     if (Date.now() >= deadline) {
       throw new BackendError(
         `guest agent of VM ${vmid} did not answer within ${
-          Math.round(timing.timeoutMs / 1000)
+          timing.timeoutMs / 1000
         }s (last error: ${last})`,
       );
     }
