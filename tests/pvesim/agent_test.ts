@@ -215,7 +215,8 @@ Deno.test("exec: form-encoded command, chunked delivery through the mini shell",
       const a of [
         "/bin/sh",
         "-c",
-        "cat /run/bf.0 /run/bf.1 > /run/bigfleet-bootstrap && rm -f /run/bf.0 /run/bf.1",
+        "umask 077; cat -- '/run/bf.0' '/run/bf.1' > '/run/bb.tmp' && " +
+        "mv -f -- '/run/bb.tmp' '/run/bigfleet-bootstrap' && rm -f -- '/run/bf.0' '/run/bf.1'",
       ]
     ) form.append("command", a);
     const { pid } = await api.data("POST", `${base}/agent/exec`, { form }) as { pid: number };
@@ -227,6 +228,7 @@ Deno.test("exec: form-encoded command, chunked delivery through the mini shell",
     const files = sim.vm(vmid)!.files;
     assert.equal(text(files["/run/bigfleet-bootstrap"]), blob);
     assert.equal(files["/run/bf.0"], undefined);
+    assert.equal(files["/run/bb.tmp"], undefined);
     // stdin via input-data, base64 -d, nested shell and exit codes.
     const viaStdin = await run(
       api,

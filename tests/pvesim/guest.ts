@@ -277,11 +277,19 @@ class Guest {
       push(io.err, f.bootstrapStderr);
       return f.bootstrapExitCode;
     }
-    const [cmd0, ...args] = argv;
+    const [cmd0, ...rawArgs] = argv;
     const cmd = cmd0.replace(/^\/(usr\/)?(s?bin)\//, "");
+    // After "--" everything is an operand; the helpers below skip "-x" options,
+    // so operands that look like options are simply not supported.
+    const dd = rawArgs.indexOf("--");
+    const args = dd >= 0 && !SHELLS.has(cmd0) && cmd !== "kubectl"
+      ? [...rawArgs.slice(0, dd), ...rawArgs.slice(dd + 1)]
+      : rawArgs;
     switch (cmd) {
       case "true":
       case ":":
+      case "umask":
+      case "set":
       case "sync":
       case "sleep":
       case "chmod":
