@@ -31,6 +31,8 @@ export interface StartOptions {
   cmd?: string[];
   port?: number;
   readyTimeoutMs?: number;
+  /** Pause between readiness probes; 100 ms like the runner. */
+  readyPollMs?: number;
   /** Where stdout+stderr go; a temp file by default. */
   logPath?: string;
 }
@@ -177,7 +179,7 @@ export async function startProvider(o: StartOptions): Promise<ProviderProcess> {
       proc.readyMs = performance.now() - t0;
       return proc;
     }
-    await sleep(100);
+    await sleep(o.readyPollMs ?? 100);
   }
   await proc.stop();
   throw new Error(

@@ -1,0 +1,184 @@
+// Process start-up as an operator (and the certification runner) sees it:
+// fail-closed refusals are one stderr line and a non-zero exit with nothing
+// served; Go-style flags work; a busy metrics port is not fatal. The
+// spawn-to-serving time is logged, never asserted (benchmarks own timing).
+
+import assert from "node:assert/strict";
+import {
+  fakeProviderArgs,
+  freePort,
+  Harness,
+  runUntilExit,
+  startProvider,
+  tail,
+} from "../harness/mod.ts";
+
+const opts = { sanitizeOps: false, sanitizeResources: false };
+
+function isJsonRecord(line: string): boolean {
+  try {
+    return typeof JSON.parse(line) === "object";
+  } catch {
+    return false;
+  }
+}
+
+/** Refused: non-zero exit, exactly one non-empty stderr line matching `re`, port never served. */
+async function assertRefused(args: string[], re: RegExp, port = freePort()) {
+  const r = await runUntilExit([`--addr=127.0.0.1:${port}`, ...args], { watchPort: port });
+  assert.notEqual(r.code, null, `still running after 20 s; stderr:\n${tail(r.stderr)}`);
+  assert.notEqual(r.code, 0, "exit code 0 for a refused start");
+  const lines = r.stderr.split("\n").filter((l) => l.trim() !== "");
+  assert.equal(lines.length, 1, `want one stderr line, got ${lines.length}:\n${tail(r.stderr)}`);
+  assert.match(lines[0], re);
+  assert.equal(r.served, false, "the port accepted connections before the refusal");
+  return lines[0];
+}
+
+Deno.test({
+  name: "[startup] no backend flags: refuses to start (fail closed)",
+  ...opts,
+  async fn() {
+    await assertRefused(
+      ["--provider=certify", "--metrics-addr="],
+      /use-fake-backend|proxmox-api-url/,
+    );
+  },
+});
+
+Deno.test({
+  name: "[startup] an unknown flag is refused, naming the flag",
+  ...opts,
+  async fn() {
+    await assertRefused([...fakeProviderArgs({ seed: 8 }), "--no-such-flag=1"], /no-such-flag/);
+  },
+});
+
+Deno.test({
+  name: "[startup] a bad flag value is refused, naming the flag",
+  ...opts,
+  async fn() {
+    await assertRefused(fakeProviderArgs({ seed: 8, extra: ["--seed-count=abc"] }), /seed-count/);
+  },
+});
+
+Deno.test({
+  name: "[startup] unparsable or unsupported offerings are refused, naming --offerings",
+  ...opts,
+  async fn() {
+    const dir = await Deno.makeTempDir({ prefix: "bfconf-startup-" });
+    try {
+      const bad = `${dir}/bad.json`;
+      await Deno.writeTextFile(bad, '[{"instance_type": "pve.large", ');
+      await assertRefused(
+        fakeProviderArgs({ seed: 8, extra: [`--offerings=${bad}`] }),
+        /offerings/,
+      );
+      const spot = `${dir}/spot.json`;
+      await Deno.writeTextFile(
+        spot,
+        JSON.stringify([{
+          instance_type: "pve.large",
+          zone: "pve-a",
+          count: 2,
+          capacity_type: "spot",
+        }]),
+      );
+      await assertRefused(
+        fakeProviderArgs({ seed: 8, extra: [`--offerings=${spot}`] }),
+        /offerings|spot/,
+      );
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
+  name: "[startup] a busy --addr is one clear line and a non-zero exit",
+  ...opts,
+  async fn() {
+    const hold = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    try {
+      const port = (hold.addr as Deno.NetAddr).port;
+      const r = await runUntilExit([`--addr=127.0.0.1:${port}`, ...fakeProviderArgs({ seed: 8 })]);
+      assert.notEqual(r.code, null, "still running with its address taken");
+      assert.notEqual(r.code, 0);
+      // Structured (JSON) log records may precede it; any other line is noise.
+      const lines = r.stderr.split("\n").filter((l) => l.trim() !== "" && !isJsonRecord(l));
+      assert.equal(
+        lines.length,
+        1,
+        `want one non-log stderr line, got ${lines.length}:\n${lines.join("\n")}`,
+      );
+      assert.match(lines[0], /in use|EADDRINUSE/i);
+    } finally {
+      hold.close();
+    }
+  },
+});
+
+Deno.test({
+  name: "[startup] a busy --metrics-addr is not fatal",
+  ...opts,
+  async fn() {
+    const hold = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const metrics = `127.0.0.1:${(hold.addr as Deno.NetAddr).port}`;
+    const p = await startProvider({
+      args: fakeProviderArgs({ seed: 8, extra: [`--metrics-addr=${metrics}`] }),
+    });
+    const h = new Harness(p.addr);
+    try {
+      assert.equal((await h.list()).machines.length, 8);
+    } finally {
+      h.close();
+      await p.stop();
+      hold.close();
+    }
+  },
+});
+
+Deno.test({
+  name: "[startup] Go-style flags (-name value, bare booleans) are accepted",
+  ...opts,
+  async fn() {
+    const port = freePort();
+    const p = await startProvider({
+      port,
+      args: ["-provider", "certify", "-use-fake-backend", "--seed-count", "12", "-metrics-addr="],
+    });
+    const h = new Harness(p.addr);
+    try {
+      const l = await h.list();
+      assert.equal(l.machines.length, 12);
+      assert.ok(l.machines.every((m) => m.id.startsWith("certify/")), "ids carry --provider");
+    } finally {
+      h.close();
+      await p.stop();
+    }
+  },
+});
+
+Deno.test({
+  name: "[startup] spawn-to-serving time, default seed and the runner's 256 (logged only)",
+  ...opts,
+  async fn() {
+    for (
+      const [label, args] of [
+        ["default seed (32)", ["--provider=certify", "--use-fake-backend", "--metrics-addr="]],
+        ["seed 256", fakeProviderArgs({ seed: 256 })],
+      ] as const
+    ) {
+      const p = await startProvider({ args: [...args], readyPollMs: 5 });
+      const h = new Harness(p.addr);
+      try {
+        const n = (await h.list()).machines.length;
+        if (label.startsWith("default")) assert.equal(n, 32, "default --seed-count is 32");
+        console.log(`spawn → TCP accept, ${label}: ${p.readyMs.toFixed(0)} ms (${n} machines)`);
+      } finally {
+        h.close();
+        await p.stop();
+      }
+    }
+  },
+});
