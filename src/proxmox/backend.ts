@@ -20,7 +20,6 @@ import {
 } from "./agent.ts";
 import {
   isTransient,
-  missingVerdict,
   ProxmoxApiError,
   serverTextOf,
   TlsTrustError,
@@ -720,13 +719,8 @@ export async function createProxmoxBackend(
     try {
       config = await waitUnlocked(api, node, vmid, vmTiming, signal);
     } catch (err) {
-      if (isPermissionError(err)) config = "unreadable";
-      else if (missingVerdict(err) === "unknown") {
-        // Legacy server over fetch: a bare 500. Gone only if the (audited) listing agrees.
-        const listed = (await listResources(api, signal)).some((e) => e.vmid === vmid);
-        if (listed) throw err;
-        config = null;
-      } else throw err;
+      if (!isPermissionError(err)) throw err;
+      config = "unreadable";
     }
     if (config === null) {
       const moved = await relocate(vmid, node, signal);

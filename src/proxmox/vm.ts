@@ -44,33 +44,62 @@ export function vmPath(node: string, vmid: number): string {
   return `/nodes/${node}/qemu/${vmid}`;
 }
 
-/** null when the VM does not exist on that node. Legacy-ambiguous 500s are rethrown. */
+/**
+ * Whether an error means "no such VM on this node". A legacy server read over
+ * fetch gives a bare 500 with no text; then the listing decides: missing
+ * unless it shows the VM on this very node. (Without VM.Audit the listing is
+ * empty, so a bare 500 then counts as missing: the residual legacy risk.)
+ */
+export async function isMissingHere(
+  api: ApiClient,
+  node: string,
+  vmid: number,
+  err: unknown,
+  signal: AbortSignal,
+): Promise<boolean> {
+  const verdict = missingVerdict(err);
+  if (verdict !== "unknown") return verdict === "missing";
+  try {
+    const hit = (await listResources(api, signal)).find((e) => e.vmid === vmid);
+    return hit === undefined || hit.node !== node;
+  } catch {
+    return false;
+  }
+}
+
+/** GET a VM sub-resource; null when the VM does not exist on that node. */
+async function readVm<T>(
+  api: ApiClient,
+  node: string,
+  vmid: number,
+  sub: string,
+  signal: AbortSignal,
+): Promise<T | null> {
+  try {
+    return await api.get<T>(`${vmPath(node, vmid)}/${sub}`, undefined, signal);
+  } catch (err) {
+    if (!signal.aborted && await isMissingHere(api, node, vmid, err, signal)) return null;
+    throw err;
+  }
+}
+
 export async function readConfig(
   api: ApiClient,
   node: string,
   vmid: number,
   signal: AbortSignal,
 ): Promise<VmConfig | null> {
-  try {
-    return (await api.get<VmConfig>(`${vmPath(node, vmid)}/config`, undefined, signal)) ?? {};
-  } catch (err) {
-    if (missingVerdict(err) === "missing") return null;
-    throw err;
-  }
+  const c = await readVm<VmConfig>(api, node, vmid, "config", signal);
+  return c === null ? null : c ?? {};
 }
 
-export async function readStatus(
+export function readStatus(
   api: ApiClient,
   node: string,
   vmid: number,
   signal: AbortSignal,
 ): Promise<VmStatus | null> {
-  try {
-    return await api.get<VmStatus>(`${vmPath(node, vmid)}/status/current`, undefined, signal);
-  } catch (err) {
-    if (missingVerdict(err) === "missing") return null;
-    throw err;
-  }
+  return readVm<VmStatus>(api, node, vmid, "status/current", signal);
 }
 
 export async function listResources(
@@ -125,7 +154,7 @@ async function powerAction(
       return "done";
     } catch (err) {
       if (signal.aborted) throw signal.reason;
-      if (missingVerdict(err) === "missing") return "gone";
+      if (await isMissingHere(api, node, vmid, err, signal)) return "gone";
       // A concurrent or earlier start (e.g. one behind a lost 596) already did the job.
       if (want === "running" && /already running/i.test(serverTextOf(err))) return "done";
       if (!isTransient(err) || attempt >= timing.actionAttempts) throw err;
@@ -231,7 +260,7 @@ export async function destroyVm(
       return;
     } catch (err) {
       if (signal.aborted) throw signal.reason;
-      if (missingVerdict(err) === "missing") return;
+      if (await isMissingHere(api, node, vmid, err, signal)) return;
       const text = serverTextOf(err);
       const retryable = isTransient(err) || /is running - destroy failed|VM is locked/i.test(text);
       if (!retryable || attempt >= timing.actionAttempts) throw err;

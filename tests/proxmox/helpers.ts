@@ -103,7 +103,7 @@ export interface Rig {
 /** Start a simulator and a backend on it; `await using` tears both down. */
 export async function rig(
   simOpts: SimOptions = {},
-  over: Partial<ProxmoxConfig> = {},
+  over: Partial<ProxmoxConfig> | ((sim: Simulator) => Partial<ProxmoxConfig>) = {},
   deps: ProxmoxDeps = {},
   extra: Partial<Config> = {},
 ): Promise<Rig> {
@@ -119,7 +119,7 @@ export async function rig(
     },
     ...simOpts,
   });
-  const cfg = configFor(sim, over, extra);
+  const cfg = configFor(sim, typeof over === "function" ? over(sim) : over, extra);
   const observed: Observed[] = [];
   let backend: Backend;
   try {
