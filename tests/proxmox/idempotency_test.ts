@@ -104,3 +104,38 @@ Deno.test("a template without a guest agent fails before any clone", async () =>
   );
   assert.equal(clonePosts(r), 0);
 });
+
+Deno.test("describe reports our in-flight clone as cloning, and ignores a stranger's", async () => {
+  await using r = await rig({ timing: { cloneMs: 800, cloneNamelessMs: 300 } });
+  const s = slot("pve1");
+  const pending = r.backend.create(s, signal());
+  while (!r.sim.vms().some((v) => v.lock === "clone")) await new Promise((f) => setTimeout(f, 10));
+  const during = await r.backend.describe(signal());
+  assert.equal(during.length, 1);
+  assert.equal(during[0].machineId, s.machineId);
+  assert.equal(during[0].cloning, true);
+  const { hostRef } = await pending;
+  const after = await r.backend.describe(signal());
+  assert.deepEqual(after.map((v) => [v.machineId, v.hostRef, v.cloning]), [[
+    s.machineId,
+    hostRef,
+    false,
+  ]]);
+  // A second process does not know the nameless clone is ours... until the marker lands.
+  const other = await createProxmoxBackend(r.cfg, { timing: FAST });
+  try {
+    const p2 = r.backend.create(slot("pve1"), signal());
+    while (!r.sim.vms().some((v) => v.lock === "clone" && v.config.description === undefined)) {
+      await new Promise((f) => setTimeout(f, 5));
+    }
+    assert.equal(
+      (await other.describe(signal())).length,
+      1,
+      "nameless foreign-looking clone skipped",
+    );
+    await p2;
+    assert.equal((await other.describe(signal())).length, 2);
+  } finally {
+    await other.close();
+  }
+});
