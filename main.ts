@@ -53,10 +53,7 @@ async function main(): Promise<number> {
 /** One line that names the problem, whatever threw. */
 function startupMessage(e: unknown): string {
   const text = e instanceof Error ? e.message : String(e);
-  const line = text.split("\n")[0];
-  return /EADDRINUSE|address already in use/i.test(text)
-    ? `cannot listen: address already in use (${line})`
-    : line;
+  return text.split("\n")[0];
 }
 
 if (import.meta.main) {

@@ -134,7 +134,13 @@ export async function startGrpcServer(opts: GrpcOptions): Promise<GrpcServer> {
   const bindHost = opts.host === "" ? "0.0.0.0" : opts.host;
   const target = bindHost.includes(":") ? `[${bindHost}]:${opts.port}` : `${bindHost}:${opts.port}`;
   const port = await new Promise<number>((resolve, reject) => {
-    server.bindAsync(target, opts.credentials, (err, p) => err ? reject(err) : resolve(p));
+    server.bindAsync(target, opts.credentials, (err, p) => {
+      if (!err) return resolve(p);
+      const inUse = /EADDRINUSE/.test(err.message);
+      reject(
+        new Error(`cannot listen on ${target}: ${inUse ? "address already in use" : err.message}`),
+      );
+    });
   });
 
   function setHealth(status: "SERVING" | "NOT_SERVING"): void {

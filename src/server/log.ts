@@ -2,7 +2,8 @@
 // so a line is never lost to an exit or reordered. The level comes from
 // BIGFLEET_LOG_LEVEL (default info; debug shows Get/List lines).
 
-import { configureSync, getJsonLinesFormatter, isLogLevel } from "@logtape/logtape";
+import * as grpc from "@grpc/grpc-js";
+import { configureSync, getJsonLinesFormatter, getLogger, isLogLevel } from "@logtape/logtape";
 import type { LogLevel, LogRecord } from "@logtape/logtape";
 
 export function setupLogging(level?: string): void {
@@ -15,7 +16,8 @@ export function setupLogging(level?: string): void {
   });
   const encoder = new TextEncoder();
   const stderr = (record: LogRecord) => {
-    Deno.stderr.writeSync(encoder.encode(format(record)));
+    const bytes = encoder.encode(format(record));
+    for (let off = 0; off < bytes.length;) off += Deno.stderr.writeSync(bytes.subarray(off));
   };
   configureSync({
     reset: true,
@@ -25,4 +27,13 @@ export function setupLogging(level?: string): void {
       { category: ["logtape", "meta"], lowestLevel: "warning", sinks: ["stderr"] },
     ],
   });
+
+  // grpc-js prints its own diagnostics with console.error; route them into
+  // the structured log at debug so stderr stays one JSON object per line.
+  const grpcLog = getLogger(["bigfleet", "grpc-js"]);
+  grpc.setLogger({
+    error: (...args: unknown[]) => grpcLog.debug(args.map(String).join(" ")),
+    info: (...args: unknown[]) => grpcLog.debug(args.map(String).join(" ")),
+    debug: (...args: unknown[]) => grpcLog.debug(args.map(String).join(" ")),
+  } as Partial<Console>);
 }
