@@ -135,11 +135,9 @@ async function createBackend(config: Config, metrics: Metrics): Promise<Backend>
     return createFakeBackend({ zones: config.zones, delayMs: config.fakeDelayMs });
   }
   // Loaded on demand: the fake never pays for the Proxmox client.
-  const modPath = "./proxmox/mod.ts";
-  const { createProxmoxBackend } = await import(modPath);
+  const { createProxmoxBackend } = await import("./proxmox/mod.ts");
   return await createProxmoxBackend(config, {
-    observe: (op: string, outcome: "ok" | "error", seconds: number) =>
-      metrics.apiCall(op, outcome, seconds),
+    observe: (op, outcome, seconds) => metrics.apiCall(op, outcome, seconds),
   });
 }
 

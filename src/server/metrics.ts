@@ -2,7 +2,8 @@
 // is shared by every library in the process, and tests run several providers
 // in one process, so nothing here ever touches it.
 
-import { collectDefaultMetrics, Counter, Histogram, Registry } from "prom-client";
+import { Counter, Histogram, Registry } from "prom-client";
+import { registerProcessMetrics } from "./process_metrics.ts";
 
 /** The Proxmox operations the real backend reports (product spec §8). */
 export const API_OPS = [
@@ -85,7 +86,7 @@ export function createMetrics(): Metrics {
   }
   for (const outcome of ["ok", "error"]) reconciles.labels(outcome).inc(0);
 
-  collectDefaultMetrics({ register: registry });
+  registerProcessMetrics(registry);
 
   return {
     registry,
