@@ -27,7 +27,6 @@ export function setupLogging(level?: string): void {
       { category: ["logtape", "meta"], lowestLevel: "warning", sinks: ["stderr"] },
     ],
   });
-  routeGrpcLogs();
 
   // grpc-js prints its own diagnostics with console.error; route them into
   // the structured log at debug so stderr stays one JSON object per line.
@@ -37,15 +36,4 @@ export function setupLogging(level?: string): void {
     info: (...args: unknown[]) => grpcLog.debug(args.map(String).join(" ")),
     debug: (...args: unknown[]) => grpcLog.debug(args.map(String).join(" ")),
   } as Partial<Console>);
-}
-
-/** grpc-js logs through this; its errors (e.g. a failed bind) are reported by us as well. */
-function routeGrpcLogs(): void {
-  const log = getLogger(["bigfleet", "grpc"]);
-  const text = (args: unknown[]) => args.map(String).join(" ");
-  grpc.setLogger({
-    error: (...a: unknown[]) => log.warn("grpc-js: {detail}", { detail: text(a) }),
-    info: (...a: unknown[]) => log.debug("grpc-js: {detail}", { detail: text(a) }),
-    debug: (...a: unknown[]) => log.debug("grpc-js: {detail}", { detail: text(a) }),
-  });
 }
