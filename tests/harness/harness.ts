@@ -314,8 +314,14 @@ export class Harness {
     return caps;
   }
 
+  /** A fresh ShardSession on a unique shard id. */
   session(prefix: string): ShardSession {
     return new ShardSession(this, uniqueShardId(prefix));
+  }
+
+  /** Alias of session(), named after the Go harness's ShardSession. */
+  shardSession(prefix: string): ShardSession {
+    return this.session(prefix);
   }
 }
 

@@ -1,0 +1,43 @@
+// The same conformance suite, run against the REAL Proxmox backend: the
+// provider process talks HTTPS to the Proxmox API simulator (tests/pvesim),
+// which runs in this test process with CI-sized delays. Only the backend
+// differs from the fake run; the contract must not.
+
+import { startProvider } from "../harness/mod.ts";
+import { startSimulator } from "../pvesim/mod.ts";
+import type { Simulator } from "../pvesim/mod.ts";
+import { defineConformanceSuite } from "./suite.ts";
+
+let sim: Simulator | undefined;
+let dir: string | undefined;
+
+defineConformanceSuite("proxmox-sim", async () => {
+  sim = await startSimulator({ nodes: ["pve1", "pve2"] });
+  dir = await Deno.makeTempDir({ prefix: "bf-pve-conf-" });
+  const tokenFile = `${dir}/token`;
+  await Deno.writeTextFile(tokenFile, `${sim.tokenSecret}\n`);
+  return await startProvider({
+    args: [
+      "--provider=certify",
+      `--proxmox-api-url=${sim.url}`,
+      `--proxmox-token-id=${sim.tokenId}`,
+      `--proxmox-token-file=${tokenFile}`,
+      `--proxmox-ca-file=${sim.caFile}`,
+      "--nodes=pve1,pve2",
+      "--proxmox-pool=bigfleet",
+      "--template-vmid=9000",
+      "--seed-count=256",
+      "--metrics-addr=",
+    ],
+  });
+});
+
+Deno.test({
+  name: "[proxmox-sim] stop the simulator",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    await sim?.close();
+    if (dir) await Deno.remove(dir, { recursive: true });
+  },
+});
