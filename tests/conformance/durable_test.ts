@@ -315,6 +315,11 @@ Deno.test({
       const g = await l.h.get(id);
       assert.equal(stateName(g.state), "FAILED", `after restart: ${stateName(g.state)}`);
       assert.notEqual(g.last_error, "", "FAILED without last_error");
+      assert.match(
+        g.last_error,
+        /restart/i,
+        "last_error must say a restart interrupted it (product §2)",
+      );
       const stuck = (await l.h.list()).machines.filter((m) =>
         TRANSITIONAL_STATES.includes(m.state)
       );
@@ -331,6 +336,51 @@ Deno.test({
       assert.equal((await l.h.get(id)).last_error, g.last_error, "last_error changed");
     } finally {
       for (const l of lives) await kill(l);
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+// ---- Acks and rejected-but-fenced calls are durable the moment they are answered.
+
+Deno.test({
+  name: "[durable] an ack and a mark moved by a rejected call survive an immediate SIGKILL",
+  ...opts,
+  async fn() {
+    const dir = await Deno.makeTempDir({ prefix: "bfconf-ack-" });
+    const state = `${dir}/ack-state.kv`;
+    const lives: Lifetime[] = [];
+    try {
+      let l = await boot(state, { fakeDelay: "30s" });
+      lives.push(l);
+      const used = new Set<string>();
+      const acked = await freshSpeculative(l.h, used);
+      const ack = assertOk(await outcome(l.h.create(acked)), "Create");
+      assert.equal(stateName(ack.machine?.state), "CREATING", "the ack should show CREATING");
+      const fenced = await freshSpeculative(l.h, used);
+      assertNonFpRejection(
+        await outcome(l.h.drain(fenced, 0, token("durC", 5, 5))),
+        "Drain (5,5) on SPECULATIVE",
+      );
+      await kill(l); // no read in between: only the answers themselves were seen
+
+      l = await boot(state);
+      lives.push(l);
+      const g = await l.h.get(acked);
+      assert.equal(
+        stateName(g.state),
+        "FAILED",
+        "an acked, interrupted Create must come back FAILED",
+      );
+      assert.notEqual(g.last_error, "");
+      assertCode(
+        await outcome(l.h.create(fenced, token("durC", 5, 4))),
+        Code.FAILED_PRECONDITION,
+        "(5,4)",
+      );
+      assertOk(await outcome(l.h.create(fenced, token("durC", 5, 6))), "(5,6)");
+    } finally {
+      for (const x of lives) await kill(x);
       await Deno.remove(dir, { recursive: true });
     }
   },

@@ -5,9 +5,11 @@
 
 import assert from "node:assert/strict";
 import {
+  CapacityType,
   fakeProviderArgs,
   freePort,
   Harness,
+  MachineState as St,
   runUntilExit,
   startProvider,
   tail,
@@ -179,6 +181,64 @@ Deno.test({
         h.close();
         await p.stop();
       }
+    }
+  },
+});
+
+Deno.test({
+  name: "[startup] built-in offerings: 4 buckets, ids, shapes and prices as specified",
+  ...opts,
+  async fn() {
+    const p = await startProvider({ args: fakeProviderArgs({ seed: 10 }) });
+    const h = new Harness(p.addr);
+    try {
+      const ms = (await h.list()).machines;
+      const want: Record<string, { n: number; alloc: Record<string, string>; price: number }> = {
+        "pve.large/pve-a": { n: 3, alloc: { cpu: "8", memory: "16Gi" }, price: 0.0368 },
+        "pve.large/pve-b": { n: 3, alloc: { cpu: "8", memory: "16Gi" }, price: 0.0368 },
+        "pve.xlarge/pve-a": { n: 2, alloc: { cpu: "16", memory: "32Gi" }, price: 0.0736 },
+        "pve.xlarge/pve-b": { n: 2, alloc: { cpu: "16", memory: "32Gi" }, price: 0.0736 },
+      };
+      assert.equal(ms.length, 10);
+      for (const [bucket, w] of Object.entries(want)) {
+        const [type, zone] = bucket.split("/");
+        const inBucket = ms.filter((m) => m.instance_type === type && m.zone === zone);
+        assert.deepEqual(
+          inBucket.map((m) => m.id).sort(),
+          Array.from(
+            { length: w.n },
+            (_, i) => `certify/OnDemand/${bucket}/${String(i).padStart(3, "0")}`,
+          ),
+          `ids of ${bucket}`,
+        );
+        for (const m of inBucket) {
+          assert.equal(m.state, St.SPECULATIVE);
+          assert.equal(m.host, null, `${m.id}: host must be absent`);
+          assert.equal(m.capacity_type, CapacityType.ON_DEMAND);
+          assert.equal(m.interruption_probability, 0);
+          assert.ok(
+            Math.abs(m.price_per_hour - w.price) < 1e-9,
+            `${m.id}: price ${m.price_per_hour}`,
+          );
+          assert.deepEqual(
+            { ...m.resources?.resources },
+            { cpu: "1", memory: "2Gi" },
+            `${m.id}: resources`,
+          );
+          assert.deepEqual({ ...m.allocatable?.resources }, w.alloc, `${m.id}: allocatable`);
+          assert.deepEqual({ ...m.labels }, {}, `${m.id}: labels`);
+        }
+      }
+      const w = await h.walkToIdle();
+      assert.equal(w.machine.host?.provider, "certify");
+      assert.match(
+        w.machine.host?.ref ?? "",
+        new RegExp(`^${w.machine.zone}/[0-9]+$`),
+        "host ref is <node>/<vmid>",
+      );
+    } finally {
+      h.close();
+      await p.stop();
     }
   },
 });
