@@ -88,9 +88,9 @@ export interface ProxmoxDeps {
 }
 
 export const DEFAULT_TIMING: Timing = {
-  task: { initialMs: 500, maxMs: 2000 },
+  task: { initialMs: 200, maxMs: 2000 },
   exec: { initialMs: 100, maxMs: 1000 },
-  agentPollMs: 1000,
+  agentPollMs: 500,
   agentTimeoutMs: 300_000,
   settleMs: 1000,
   requestTimeoutMs: 60_000,
