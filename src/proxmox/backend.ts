@@ -734,12 +734,12 @@ export async function createProxmoxBackend(
       return;
     }
     if (config === "unreadable") {
-      // The hostRef came from our own Create; without VM.Audit we can still stop and destroy.
-      log.warn("token cannot read VM {vmid}; stopping and destroying it unread", fields);
-      await stopVm(api, node, vmid, vmTiming, signal, false);
-      await destroyVm(api, node, vmid, vmTiming, signal);
-      log.info("destroyed VM {vmid}", fields);
-      return;
+      // The VMID may have been reused since our Create: a VM whose marker we
+      // cannot read is never destroyed. The operator grants VM.Audit and retries.
+      throw new BackendError(
+        `cannot read VM ${vmid} on ${node} to verify it carries this machine's marker ` +
+          `(permission denied; grant VM.Audit on the pool): refusing to destroy it`,
+      );
     }
     if (ownedBy(config, machine.machineId) !== "ours") {
       // The VMID now belongs to something else: our VM is gone, theirs is not ours to touch.

@@ -215,14 +215,19 @@ Deno.test("delete without VM.Audit (listing hidden): destroyed, and gone is stil
   await r.backend.delete({ machineId: s.machineId, hostRef }, signal());
 });
 
-Deno.test("delete when the VM itself cannot be read (403): stopped and destroyed unread", async () => {
+Deno.test("delete when the VM itself cannot be read (403): refused, the VM is left alone", async () => {
   await using r = await rig();
   const s = slot("pve1");
   const { hostRef } = await r.backend.create(s, signal());
   r.sim.faults.auditHidden = true;
   r.sim.faults.forbidden = /\/(config|status\/current)$/;
-  await r.backend.delete({ machineId: s.machineId, hostRef }, signal());
-  assert.equal(r.sim.vm(vmidOf(hostRef)), undefined);
+  await assert.rejects(
+    r.backend.delete({ machineId: s.machineId, hostRef }, signal()),
+    /cannot read VM \d+ .*grant VM\.Audit.*refusing to destroy it/,
+  );
+  const vm = r.sim.vm(vmidOf(hostRef));
+  assert.ok(vm, "an unverifiable VM is never destroyed");
+  assert.equal(vm.status, "running", "nor stopped");
 });
 
 Deno.test("create works without VM.Audit on the listing (template found by direct reads)", async () => {
