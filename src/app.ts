@@ -31,6 +31,8 @@ export interface AppOptions {
   wrapKit?: (kit: Kit) => Kit;
   /** How long stop() lets in-flight RPCs run before cutting them. */
   shutdownGraceMs?: number;
+  /** How long stop() lets running transitions finish before closing the kit. */
+  transitionGraceMs?: number;
 }
 
 export interface App {
@@ -45,6 +47,8 @@ export interface App {
 
 const log = getLogger(["bigfleet"]);
 const SHUTDOWN_GRACE_MS = 10_000;
+/** How long a graceful stop lets running transitions finish (Kubernetes gives 30 s by default). */
+const TRANSITION_GRACE_MS = 15_000;
 
 export async function startApp(config: Config, opts: AppOptions = {}): Promise<App> {
   const metrics = opts.metrics ?? createMetrics();
@@ -120,7 +124,7 @@ export async function startApp(config: Config, opts: AppOptions = {}): Promise<A
         log.info("shutting down: not ready, finishing in-flight calls");
         stopReconcile();
         await server.shutdown(opts.shutdownGraceMs ?? SHUTDOWN_GRACE_MS);
-        await liveKit.close();
+        await liveKit.close(opts.transitionGraceMs ?? TRANSITION_GRACE_MS);
         await liveBackend.close();
         await ops?.close();
         log.info("stopped");

@@ -83,8 +83,12 @@ export interface Kit {
   list(q: ListQuery): Promise<ListResult>;
   /** One pass of substrate refresh: never touches state, binding or last_error. */
   reconcile(signal: AbortSignal): Promise<ReconcileResult>;
-  /** Stop reacting to completions and flush the store. */
-  close(): Promise<void>;
+  /**
+   * Give running transitions up to `waitMs` to finish, then stop reacting to
+   * completions and flush the store. Anything still running comes back FAILED
+   * after a restart, as the contract requires.
+   */
+  close(waitMs?: number): Promise<void>;
 }
 
 export const DEFAULT_TIMEOUTS: Timeouts = {
@@ -114,6 +118,8 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
   let rev = 0;
   let rotor = 0;
   let closed = false;
+  /** Background transitions still running; close() may wait for them. */
+  const inflight = new Set<Promise<void>>();
   let opCounter = 0;
   // Unique per process life: op ids never repeat across restarts.
   const bootId = Date.now().toString(36) + crypto.randomUUID().slice(0, 6);
@@ -281,10 +287,14 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
       }, ms);
     });
     const started = Promise.resolve().then(() => work(m, opId, ac.signal));
-    Promise.race([started, deadline]).then(
+    const settled: Promise<void> = Promise.race([started, deadline]).then(
       (patch) => complete(kind, m.id, opId, patch, null),
       (err) => complete(kind, m.id, opId, {}, err),
-    ).finally(() => clearTimeout(timer));
+    ).finally(() => {
+      clearTimeout(timer);
+      inflight.delete(settled);
+    });
+    inflight.add(settled);
     // A late settle of the work after the deadline must not surface as unhandled.
     started.catch(() => {});
   }
@@ -462,7 +472,19 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
       return { changed, orphans };
     },
 
-    async close() {
+    async close(waitMs = 0) {
+      if (waitMs > 0 && inflight.size > 0) {
+        log.info("waiting up to {ms} ms for {count} running transitions", {
+          ms: waitMs,
+          count: inflight.size,
+        });
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        await Promise.race([
+          Promise.allSettled([...inflight]),
+          new Promise((resolve) => timer = setTimeout(resolve, waitMs)),
+        ]);
+        clearTimeout(timer);
+      }
       closed = true;
       await store.durable().catch(() => {});
       await store.close();
