@@ -4,26 +4,18 @@
 // A plain script rather than Deno.bench: the bench timer does not account for
 // time spent waiting on a child process. Prints a Markdown table.
 
-const MAIN = new URL("../main.ts", import.meta.url).pathname;
-const FLAGS = [
-  "--allow-net",
-  "--allow-read",
-  "--allow-write",
-  "--allow-env",
-  "--allow-sys",
-  "--unstable-kv",
-];
+import { providerCommand } from "../tests/harness/mod.ts";
+
 const RUNS = 7;
 let port = 19_700;
 
 async function bootOnce(extra: string[]): Promise<number> {
   const p = port++;
   const t0 = performance.now();
-  const child = new Deno.Command(Deno.execPath(), {
+  const [cmd, ...base] = providerCommand();
+  const child = new Deno.Command(cmd, {
     args: [
-      "run",
-      ...FLAGS,
-      MAIN,
+      ...base,
       "--use-fake-backend",
       `--addr=127.0.0.1:${p}`,
       "--metrics-addr=",
