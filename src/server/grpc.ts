@@ -6,7 +6,7 @@
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { ReflectionService } from "@grpc/reflection";
-import { HealthImplementation } from "grpc-health-check";
+import { HealthImplementation, protoPath as HEALTH_PROTO_PATH } from "grpc-health-check";
 import { Buffer } from "node:buffer";
 import { fileURLToPath } from "node:url";
 import type { Kit } from "../kit/kit.ts";
@@ -129,7 +129,11 @@ export async function startGrpcServer(opts: GrpcOptions): Promise<GrpcServer> {
 
   const health = new HealthImplementation({ "": "NOT_SERVING", [SERVICE]: "NOT_SERVING" });
   health.addToServer(server);
-  if (opts.reflection) new ReflectionService(packageDefinition).addToServer(server);
+  if (opts.reflection) {
+    // Describe health too, so `grpcurl list` shows everything on this port.
+    const healthDefinition = protoLoader.loadSync(HEALTH_PROTO_PATH, { keepCase: true });
+    new ReflectionService({ ...packageDefinition, ...healthDefinition }).addToServer(server);
+  }
 
   const bindHost = opts.host === "" ? "0.0.0.0" : opts.host;
   const target = bindHost.includes(":") ? `[${bindHost}]:${opts.port}` : `${bindHost}:${opts.port}`;
