@@ -43,7 +43,12 @@ interface Waiter {
 const log = getLogger(["bigfleet", "state"]);
 
 export async function openKvStore(path: string): Promise<StateStore> {
-  const kv = await Deno.openKv(path);
+  let kv: Deno.Kv;
+  try {
+    kv = await Deno.openKv(path);
+  } catch (e) {
+    throw new Error(`--state ${JSON.stringify(path)}: ${e instanceof Error ? e.message : e}`);
+  }
   let pending = new Map<string, Item>();
   /** Chunk generation currently referenced per machine id. */
   const chunkGens = new Map<string, string>();

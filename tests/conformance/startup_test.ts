@@ -121,6 +121,31 @@ Deno.test({
 });
 
 Deno.test({
+  name: "[startup] an unusable --state is one line naming the flag, nothing served",
+  ...opts,
+  async fn() {
+    const dir = await Deno.makeTempDir();
+    try {
+      await Deno.writeTextFile(`${dir}/not-a-db.kv`, "this is not a database\n");
+      for (const path of [`${dir}/missing/dir/state.kv`, `${dir}/not-a-db.kv`]) {
+        const port = freePort();
+        const r = await runUntilExit(
+          [`--addr=127.0.0.1:${port}`, ...fakeProviderArgs({ seed: 8, state: path })],
+          { watchPort: port },
+        );
+        assert.notEqual(r.code, 0, `${path}: exit code 0`);
+        assert.equal(r.served, false, `${path}: served before refusing`);
+        const lines = r.stderr.split("\n").filter((l) => l.trim() !== "" && !isJsonRecord(l));
+        assert.equal(lines.length, 1, lines.join("\n"));
+        assert.match(lines[0], /^error: --state ".*": /);
+      }
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
   name: "[startup] a busy --metrics-addr is not fatal",
   ...opts,
   async fn() {
