@@ -1,0 +1,385 @@
+// Create's VM step: adopt the VM a previous or concurrent attempt already made
+// for the machine (found by its marker, waiting out in-flight clones), or
+// clone the template into a fresh VMID, then apply the slot's sizing.
+//
+// nextid reserves nothing, so VMIDs are allocated under a process-wide mutex,
+// held as reserved until their clone task ends, and remembered for a while
+// after a lost race; a clone POST that fails ambiguously (596) is looked for
+// before anything is cloned again.
+
+import { getLogger } from "@logtape/logtape";
+import { BackendError, type SlotSpec } from "../kit/backend.ts";
+import { agentEnabled } from "./agent.ts";
+import type { Located, ProxmoxContext } from "./context.ts";
+import { isTransient, ProxmoxApiError, serverTextOf } from "./errors.ts";
+import {
+  buildDescription,
+  machineTag,
+  MANAGED_TAG,
+  parseMarker,
+  parseTags,
+  tagsFor,
+  vmName,
+} from "./naming.ts";
+import { relocate } from "./ownership.ts";
+import { waitTask } from "./tasks.ts";
+import { createMutex, mapLimit, sleep } from "./util.ts";
+import {
+  blockingLock,
+  isPermissionError,
+  listResources,
+  readConfig,
+  type VmConfig,
+  vmPath,
+} from "./vm.ts";
+
+/** Adopt or clone the VM for a slot's machine, sized for the slot. */
+export type CloneOrAdopt = (slot: SlotSpec, signal: AbortSignal) => Promise<Located>;
+
+const log = getLogger(["bigfleet", "proxmox"]);
+
+/** Task/sync failure texts of a lost newid race (proxmox-api.md §7). */
+const RACE_RE = /config file already exists|can't lock file '[^']*lock-\d+\.conf'|File exists/i;
+
+/** Clones go into `pool` ("" for none); the VMID memory lives as long as the returned function. */
+export function createCloner(ctx: ProxmoxContext, pool: string): CloneOrAdopt {
+  const { api, nodes, timing, cloning } = ctx;
+  const cloneMutex = createMutex();
+  /** VMIDs handed to a clone POST whose task has not finished: nextid cannot see them yet. */
+  const reserved = new Set<number>();
+  /** VMIDs we just lost a race on → until when to skip them (the winner may not show in nextid yet). */
+  const lostRace = new Map<number, number>();
+
+  /** A VMID nobody else in this process is cloning into (nextid reserves nothing). */
+  async function allocateVmid(signal: AbortSignal): Promise<number> {
+    const parse = (v: unknown) => {
+      const n = Number(v); // nextid is a string on real PVE; accept numbers too
+      if (!Number.isInteger(n) || n < 100) {
+        throw new BackendError(`unexpected /cluster/nextid answer ${JSON.stringify(v)}`);
+      }
+      return n;
+    };
+    const now = Date.now();
+    for (const [id, until] of lostRace) if (until <= now) lostRace.delete(id);
+    let id = parse(await api.get("/cluster/nextid", undefined, signal));
+    for (let tries = 0; tries < 10_000; tries++, id++) {
+      if (reserved.has(id) || lostRace.has(id)) continue;
+      if (tries === 0) return id;
+      try {
+        return parse(await api.get("/cluster/nextid", { vmid: id }, signal));
+      } catch (err) {
+        if (!(err instanceof ProxmoxApiError && err.status === 400)) throw err;
+      }
+    }
+    throw new BackendError("no free VMID found");
+  }
+
+  /** Clone the template into a fresh VMID, retrying lost races. */
+  async function cloneNew(slot: SlotSpec, signal: AbortSignal): Promise<Located> {
+    const srcNode = await locateTemplate(ctx, slot.templateVmid, signal);
+    const body = {
+      newid: 0,
+      name: vmName(slot.machineId),
+      // Name and marker go in the clone itself so an in-flight clone is recognisable.
+      description: buildDescription(slot.machineId, slot.operationId),
+      full: 1,
+      target: slot.zone !== srcNode ? slot.zone : undefined,
+      pool: pool !== "" ? pool : undefined,
+    };
+    for (let attempt = 1;; attempt++) {
+      const started = await cloneMutex.run(async () => {
+        const vmid = await allocateVmid(signal);
+        reserved.add(vmid);
+        cloning.set(vmid, slot.machineId);
+        try {
+          const upid = await api.post(
+            `${vmPath(srcNode, slot.templateVmid)}/clone`,
+            { ...body, newid: vmid },
+            signal,
+          );
+          return { vmid, upid, error: null as unknown };
+        } catch (error) {
+          return { vmid, upid: null as unknown, error };
+        }
+      });
+      const { vmid } = started;
+      try {
+        if (started.error !== null) throw started.error;
+        log.info("cloning template {template} into VM {vmid} on {node}", {
+          template: slot.templateVmid,
+          vmid,
+          node: slot.zone,
+          machineId: slot.machineId,
+        });
+        await waitTask(
+          api,
+          started.upid,
+          `clone of template ${slot.templateVmid} into VM ${vmid}`,
+          timing.task,
+          signal,
+        );
+        const config = await readConfig(api, slot.zone, vmid, signal);
+        if (config === null) {
+          throw new BackendError(`VM ${vmid} not found on ${slot.zone} after its clone finished`);
+        }
+        return { node: slot.zone, vmid, config };
+      } catch (err) {
+        if (signal.aborted) throw err;
+        const text = serverTextOf(err);
+        const refused = started.error !== null;
+        if (
+          (RACE_RE.test(text) ||
+            (refused && await legacyRaceLost(ctx, err, srcNode, vmid, signal))) &&
+          attempt < timing.raceAttempts
+        ) {
+          log.warn("lost a VMID race for {vmid}; retrying with a new id", { vmid, error: text });
+          lostRace.set(vmid, Date.now() + 60_000);
+          continue;
+        }
+        if (started.error !== null && isTransient(err) && attempt < timing.raceAttempts) {
+          // The clone may have started behind the proxy error: look for it before cloning again.
+          log.warn("clone POST for VM {vmid} failed ambiguously; looking for it", {
+            vmid,
+            error: (err as Error).message,
+          });
+          const found = await settleAmbiguousClone(ctx, slot, srcNode, vmid, signal);
+          if (found !== null) return found;
+          continue;
+        }
+        throw err;
+      } finally {
+        reserved.delete(vmid);
+        cloning.delete(vmid);
+      }
+    }
+  }
+
+  return async function cloneOrAdopt(slot: SlotSpec, signal: AbortSignal): Promise<Located> {
+    if (!nodes.includes(slot.zone)) {
+      throw new BackendError(`zone ${slot.zone} is not one of the configured nodes`);
+    }
+    const existing = await findExisting(ctx, slot.machineId, signal);
+    let loc: Located;
+    if (existing !== null) {
+      log.info("adopting VM {vmid} on {node} already made for machine {machineId}", {
+        vmid: existing.vmid,
+        node: existing.node,
+        machineId: slot.machineId,
+      });
+      loc = existing;
+    } else {
+      loc = await cloneNew(slot, signal);
+    }
+    await applySizing(ctx, loc, slot, signal);
+    return loc;
+  };
+}
+
+/** A VM already made for this machine (a previous or concurrent attempt), or null. */
+async function findExisting(
+  ctx: ProxmoxContext,
+  machineId: string,
+  signal: AbortSignal,
+  extra: { node: string; vmid: number }[] = [],
+): Promise<Located | null> {
+  const { api, nodes, cloning } = ctx;
+  const tag = machineTag(machineId);
+  const name = vmName(machineId);
+  let entries: { node: string; vmid: number }[] = [];
+  try {
+    entries = (await listResources(api, signal)).filter((e) =>
+      e.template !== 1 &&
+      (parseTags(e.tags).includes(tag) || e.lock === "clone" || e.name === name ||
+        e.name === undefined || cloning.get(e.vmid) === machineId)
+    );
+  } catch (err) {
+    if (!isPermissionError(err)) throw err;
+  }
+  for (const [vmid, owner] of cloning) {
+    if (owner === machineId && !entries.some((e) => e.vmid === vmid)) {
+      entries.push({ node: nodes[0], vmid });
+    }
+  }
+  for (const x of extra) if (!entries.some((e) => e.vmid === x.vmid)) entries.push(x);
+  const found = (await mapLimit(
+    entries,
+    8,
+    (e) =>
+      resolveCandidate(ctx, e.node, e.vmid, machineId, signal).catch((err) => {
+        if (signal.aborted) throw err;
+        // One unreadable candidate must not block Create; it is logged and skipped.
+        log.warn("could not inspect VM {vmid}: {error}", {
+          vmid: e.vmid,
+          error: (err as Error).message,
+        });
+        return null;
+      }),
+  )).filter((x): x is Located => x !== null);
+  if (found.length > 1) {
+    log.warn("several VMs carry the marker of machine {machineId}: {vmids}", {
+      machineId,
+      vmids: found.map((f) => f.vmid),
+    });
+  }
+  return found.sort((a, b) => a.vmid - b.vmid)[0] ?? null;
+}
+
+/**
+ * Follow one candidate VM until it is decidable: ours (marker matches, no
+ * lock left), or not. An in-flight clone shows only `lock: clone` until its
+ * first disk is copied, so it is waited on rather than judged.
+ */
+async function resolveCandidate(
+  ctx: ProxmoxContext,
+  node: string,
+  vmid: number,
+  machineId: string,
+  signal: AbortSignal,
+): Promise<Located | null> {
+  const { api, timing, cloning } = ctx;
+  let logged = false;
+  for (let moves = 0; moves < 4;) {
+    const config = await readConfig(api, node, vmid, signal);
+    if (config === null) {
+      // A finished clone moves to its target node.
+      const n = await relocate(ctx, vmid, node, signal);
+      if (n === null || n === node) return null;
+      node = n;
+      moves++;
+      continue;
+    }
+    const marker = parseMarker(config.description);
+    const mine = cloning.get(vmid);
+    const decided = marker !== null || (mine !== undefined && blockingLock(config.lock) === null);
+    if (decided || config.lock !== "clone") {
+      const owner = marker?.machineId ?? mine;
+      if (owner !== machineId) return null;
+      if (blockingLock(config.lock) === null) return { node, vmid, config };
+    }
+    if (!logged) {
+      log.info("VM {vmid} is being cloned; waiting to see whose it is", {
+        vmid,
+        node,
+        machineId,
+      });
+      logged = true;
+    }
+    await sleep(timing.settleMs, signal);
+  }
+  return null;
+}
+
+/** The template's node (and config when readable), checked for an enabled guest agent. */
+async function locateTemplate(
+  ctx: ProxmoxContext,
+  vmid: number,
+  signal: AbortSignal,
+): Promise<string> {
+  const { api, nodes } = ctx;
+  let listed: string | null = null;
+  try {
+    listed = (await listResources(api, signal)).find((e) => e.vmid === vmid)?.node ?? null;
+  } catch (err) {
+    if (!isPermissionError(err)) throw err;
+  }
+  const order = listed ? [listed, ...nodes.filter((n) => n !== listed)] : nodes;
+  for (const node of order) {
+    let config: VmConfig | null;
+    try {
+      config = await readConfig(api, node, vmid, signal);
+    } catch (err) {
+      if (signal.aborted) throw err;
+      if (node === listed && isPermissionError(err)) return node;
+      continue;
+    }
+    if (config === null) continue;
+    if (!agentEnabled(config.agent)) {
+      throw new BackendError(
+        `template VM ${vmid} does not enable the QEMU guest agent (config 'agent'); clones could never be bootstrapped`,
+      );
+    }
+    return node;
+  }
+  throw new BackendError(`template VM ${vmid} not found on any node (${nodes.join(", ")})`);
+}
+
+/**
+ * A legacy server (no JSON `message`, reason phrase unreadable over fetch)
+ * answers a synchronous newid collision with a bare 500. Decide it by
+ * evidence: our POST was refused, so if the newid exists now, it is someone else's.
+ */
+async function legacyRaceLost(
+  ctx: ProxmoxContext,
+  err: unknown,
+  srcNode: string,
+  vmid: number,
+  signal: AbortSignal,
+): Promise<boolean> {
+  if (!(err instanceof ProxmoxApiError) || err.status !== 500 || err.serverText !== "") {
+    return false;
+  }
+  try {
+    return (await readConfig(ctx.api, srcNode, vmid, signal)) !== null;
+  } catch {
+    return false;
+  }
+}
+
+/** The clone behind an ambiguously failed POST, if it shows up within cloneSettleMs. */
+async function settleAmbiguousClone(
+  ctx: ProxmoxContext,
+  slot: SlotSpec,
+  srcNode: string,
+  vmid: number,
+  signal: AbortSignal,
+): Promise<Located | null> {
+  const { api, timing } = ctx;
+  const deadline = Date.now() + timing.cloneSettleMs;
+  while (Date.now() < deadline) {
+    for (const node of new Set([srcNode, slot.zone])) {
+      let exists = false;
+      try {
+        exists = (await readConfig(api, node, vmid, signal)) !== null;
+      } catch (err) {
+        if (signal.aborted) throw err;
+      }
+      if (exists) return await resolveCandidate(ctx, node, vmid, slot.machineId, signal);
+    }
+    await sleep(timing.settleMs, signal);
+  }
+  return null;
+}
+
+/** PUT sizing, tags and marker; skipped when the config already matches. */
+async function applySizing(
+  ctx: ProxmoxContext,
+  loc: Located,
+  slot: SlotSpec,
+  signal: AbortSignal,
+): Promise<void> {
+  const { api, timing } = ctx;
+  const want = {
+    cores: slot.vcpu,
+    memory: slot.memoryMib,
+    tags: tagsFor(slot.machineId),
+    description: buildDescription(slot.machineId, slot.operationId),
+  };
+  const matches = (c: VmConfig) =>
+    Number(c.cores) === want.cores &&
+    Number(String(c.memory ?? "").replace(/^current=/, "")) === want.memory &&
+    [MANAGED_TAG, machineTag(slot.machineId)].every((t) => parseTags(c.tags).includes(t)) &&
+    parseMarker(c.description)?.machineId === slot.machineId;
+  if (matches(loc.config)) return;
+  for (let attempt = 1;; attempt++) {
+    try {
+      await api.put(`${vmPath(loc.node, loc.vmid)}/config`, want, signal);
+      return;
+    } catch (err) {
+      if (!isTransient(err) || attempt >= timing.actionAttempts || signal.aborted) throw err;
+      // The PUT may have landed behind the proxy error: look before repeating it.
+      const now = await readConfig(api, loc.node, loc.vmid, signal);
+      if (now !== null && matches(now)) return;
+      await sleep(timing.settleMs, signal);
+    }
+  }
+}

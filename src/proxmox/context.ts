@@ -1,0 +1,70 @@
+// What every part of the Proxmox backend shares: the metric operation names,
+// the timing knobs, and the context object handed to each module.
+
+import type { ApiClient } from "./http.ts";
+import type { PollTiming } from "./tasks.ts";
+import type { VmConfig, VmTiming } from "./vm.ts";
+
+export type ApiOp =
+  | "CloneVM"
+  | "DeleteVM"
+  | "DescribeManaged"
+  | "EnsureRunning"
+  | "Configure"
+  | "Drain";
+
+/** Poll intervals and limits; tests shrink them, production uses the defaults. */
+export interface Timing {
+  task: PollTiming;
+  exec: PollTiming;
+  agentPollMs: number;
+  agentTimeoutMs: number;
+  settleMs: number;
+  requestTimeoutMs: number;
+  readAttempts: number;
+  retryBaseMs: number;
+  actionAttempts: number;
+  /** How long to look for a clone whose POST failed ambiguously (596). */
+  cloneSettleMs: number;
+  /** Clone attempts after lost VMID races. */
+  raceAttempts: number;
+  probeTimeoutMs: number;
+}
+
+export interface ProxmoxDeps {
+  observe?: (op: ApiOp, outcome: "ok" | "error", seconds: number) => void;
+  timing?: Partial<Timing>;
+}
+
+/** A VM found where it lives now, with the config read there. */
+export interface Located {
+  node: string;
+  vmid: number;
+  config: VmConfig;
+}
+
+/** The state one backend instance shares between its modules. */
+export interface ProxmoxContext {
+  api: ApiClient;
+  /** The configured nodes (the backend's zones). */
+  nodes: string[];
+  timing: Timing;
+  vmTiming: VmTiming;
+  /** Clones this process started, vmid → machine id: recognisable before PVE writes the name. */
+  cloning: Map<number, string>;
+}
+
+export const DEFAULT_TIMING: Timing = {
+  task: { initialMs: 200, maxMs: 2000 },
+  exec: { initialMs: 100, maxMs: 1000 },
+  agentPollMs: 500,
+  agentTimeoutMs: 300_000,
+  settleMs: 1000,
+  requestTimeoutMs: 60_000,
+  readAttempts: 4,
+  retryBaseMs: 500,
+  actionAttempts: 3,
+  cloneSettleMs: 10_000,
+  raceAttempts: 5,
+  probeTimeoutMs: 15_000,
+};

@@ -1,0 +1,206 @@
+// What happens to a VM after Create picked it: start it and wait for its guest
+// agent, deliver the bootstrap and run the hook, drain the node, destroy it.
+
+import { getLogger } from "@logtape/logtape";
+import type { Config } from "../config/types.ts";
+import { BackendError, type ConfigureSpec, type HostedMachine } from "../kit/backend.ts";
+import {
+  agentEnabled,
+  describeExit,
+  runCommand,
+  tail,
+  waitForAgent,
+  writeGuestFile,
+} from "./agent.ts";
+import type { Located, ProxmoxContext } from "./context.ts";
+import { isTransient } from "./errors.ts";
+import { followMove, ownedBy, requireHostRef } from "./ownership.ts";
+import { sleep } from "./util.ts";
+import {
+  destroyVm,
+  isPermissionError,
+  readConfig,
+  readStatus,
+  startVm,
+  stopVm,
+  type VmConfig,
+  waitUnlocked,
+} from "./vm.ts";
+
+/** Where the bootstrap goes in the guest and the hook that runs it. */
+export type BootstrapHook = Pick<Config, "bootstrapPath" | "bootstrapExec">;
+
+const log = getLogger(["bigfleet", "proxmox"]);
+
+/** Start a stopped VM and wait for its guest agent. */
+export async function ensureRunning(
+  ctx: ProxmoxContext,
+  node: string,
+  vmid: number,
+  signal: AbortSignal,
+): Promise<void> {
+  const { api, timing, vmTiming } = ctx;
+  const config = await waitUnlocked(api, node, vmid, vmTiming, signal);
+  if (config === null) throw new BackendError(`VM ${vmid} does not exist on node ${node}`);
+  if (!agentEnabled(config.agent)) {
+    throw new BackendError(`VM ${vmid} does not enable the QEMU guest agent (config 'agent')`);
+  }
+  const st = await readStatus(api, node, vmid, signal);
+  if (st === null) throw new BackendError(`VM ${vmid} does not exist on node ${node}`);
+  if (st.status !== "running") {
+    log.info("starting VM {vmid} on {node}", { vmid, node, status: st.status });
+    await startVm(api, node, vmid, vmTiming, signal);
+  }
+  const polls = await waitForAgent(
+    api,
+    node,
+    vmid,
+    { pollMs: timing.agentPollMs, timeoutMs: timing.agentTimeoutMs },
+    signal,
+  );
+  log.debug("guest agent of VM {vmid} answered after {polls} polls", { vmid, node, polls });
+}
+
+/** Write the bootstrap into the guest and run the hook on it, exactly once. */
+export async function runBootstrap(
+  ctx: ProxmoxContext,
+  cfg: BootstrapHook,
+  loc: Located,
+  machine: HostedMachine,
+  spec: ConfigureSpec,
+  signal: AbortSignal,
+): Promise<void> {
+  const { api, timing } = ctx;
+  const path = cfg.bootstrapPath;
+  const { parts } = await writeGuestFile(
+    api,
+    loc.node,
+    loc.vmid,
+    path,
+    spec.bootstrap,
+    timing.exec,
+    signal,
+  );
+  log.info("bootstrap delivered to VM {vmid} ({bytes} bytes in {parts} writes); running hook", {
+    vmid: loc.vmid,
+    node: loc.node,
+    machineId: machine.machineId,
+    bytes: spec.bootstrap.length,
+    parts,
+  });
+  const argv = [...cfg.bootstrapExec, path];
+  let res;
+  try {
+    res = await runCommand(api, loc.node, loc.vmid, argv, timing.exec, signal);
+  } catch (err) {
+    if (isTransient(err)) {
+      // exec is not idempotent: a second hook run could join the node twice.
+      throw new BackendError(
+        `bootstrap hook in VM ${loc.vmid}: lost track of the exec (${
+          (err as Error).message
+        }); not re-running it`,
+      );
+    }
+    throw err;
+  }
+  if (res.exitCode !== 0) {
+    const stderr = tail(res.stderr);
+    throw new BackendError(
+      `bootstrap hook ${argv[0]} in VM ${loc.vmid} failed (${describeExit(res)})${
+        stderr ? `: ${stderr}` : ""
+      }`,
+    );
+  }
+}
+
+/** `kubectl drain` the node from inside its VM, repeated on transient failures. */
+export async function drainNode(
+  ctx: ProxmoxContext,
+  loc: Located,
+  graceSeconds: bigint,
+  signal: AbortSignal,
+): Promise<void> {
+  const { api, timing } = ctx;
+  // Negative grace: kubectl's own default (-1 = each pod's terminationGracePeriodSeconds).
+  const grace = graceSeconds < 0n ? -1 : Number(graceSeconds > 86_400n ? 86_400n : graceSeconds);
+  // Bounded below the kit's 15 minute Drain timeout.
+  const timeout = Math.min(840, Math.max(600, grace + 120));
+  const cmd = `kubectl drain "$(hostname)" --ignore-daemonsets --delete-emptydir-data` +
+    ` --grace-period=${grace} --timeout=${timeout}s`;
+  for (let attempt = 1;; attempt++) {
+    try {
+      const res = await runCommand(
+        api,
+        loc.node,
+        loc.vmid,
+        ["/bin/sh", "-c", cmd],
+        timing.exec,
+        signal,
+      );
+      if (res.exitCode !== 0) {
+        const stderr = tail(res.stderr);
+        throw new BackendError(
+          `kubectl drain in VM ${loc.vmid} failed (${describeExit(res)})${
+            stderr ? `: ${stderr}` : ""
+          }`,
+        );
+      }
+      log.info("drained VM {vmid}", { vmid: loc.vmid, node: loc.node, grace });
+      return;
+    } catch (err) {
+      // A drain is safe to repeat, unlike the bootstrap hook.
+      if (!isTransient(err) || attempt >= timing.actionAttempts || signal.aborted) throw err;
+      await sleep(timing.settleMs, signal);
+    }
+  }
+}
+
+/** Stop and destroy the machine's VM; a VM that is gone or no longer ours counts as deleted. */
+export async function deleteVm(
+  ctx: ProxmoxContext,
+  machine: HostedMachine,
+  signal: AbortSignal,
+): Promise<void> {
+  const { api, vmTiming } = ctx;
+  const ref = requireHostRef(machine);
+  const { vmid } = ref;
+  let node = ref.node;
+  const fields = { vmid, node, machineId: machine.machineId };
+
+  // Decide "gone" by reading the VM itself: the listing hides VMs without VM.Audit.
+  let config: VmConfig | null | "unreadable";
+  try {
+    config = await waitUnlocked(api, node, vmid, vmTiming, signal);
+  } catch (err) {
+    if (!isPermissionError(err)) throw err;
+    config = "unreadable";
+  }
+  if (config === null) ({ node, config } = await followMove(ctx, vmid, node, signal));
+  if (config === null) {
+    log.info("VM {vmid} is already gone", fields);
+    return;
+  }
+  if (config === "unreadable") {
+    // The VMID may have been reused since our Create: a VM whose marker we
+    // cannot read is never destroyed. The operator grants VM.Audit and retries.
+    throw new BackendError(
+      `cannot read VM ${vmid} on ${node} to verify it carries this machine's marker ` +
+        `(permission denied; grant VM.Audit on the pool): refusing to destroy it`,
+    );
+  }
+  if (ownedBy(config, machine.machineId) !== "ours") {
+    // The VMID now belongs to something else: our VM is gone, theirs is not ours to touch.
+    log.warn(
+      "VM {vmid} no longer carries machine {machineId}'s marker; treating as gone",
+      fields,
+    );
+    return;
+  }
+  const st = await readStatus(api, node, vmid, signal);
+  if (st !== null && st.status !== "stopped") await stopVm(api, node, vmid, vmTiming, signal);
+  await destroyVm(api, node, vmid, vmTiming, signal);
+  if ((await readConfig(api, node, vmid, signal)) !== null) {
+    throw new BackendError(`VM ${vmid} still exists on ${node} after its destroy task`);
+  }
+  log.info("destroyed VM {vmid}", fields);
+}
