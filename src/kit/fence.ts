@@ -2,6 +2,9 @@
 // the wire and are compared as bigint: JS numbers lose precision above 2^53
 // and strings compare lexically.
 
+import { Code, KitError } from "./errors.ts";
+import type { FenceEntry, StateStore } from "./store.ts";
+
 export interface Token {
   shardId: string;
   epoch: bigint;
@@ -26,4 +29,35 @@ export function isNewer(t: Mark, mark: Mark): boolean {
 /** Map key for a (shard, machine) pair; JSON keeps any character in either part unambiguous. */
 export function fenceKey(shardId: string, machineId: string): string {
   return JSON.stringify([shardId, machineId]);
+}
+
+/** The high-water marks, one per (shard, machine), including machines that do not exist. */
+export interface FenceTable {
+  /**
+   * Throws FAILED_PRECONDITION for a token that is not strictly newer than
+   * its mark; otherwise moves the mark (persisted) and returns. The unfenced
+   * token passes without touching anything.
+   */
+  admit(machineId: string, token: Token): void;
+}
+
+export function createFenceTable(store: StateStore, saved: readonly FenceEntry[]): FenceTable {
+  const marks = new Map<string, Mark>();
+  for (const f of saved) marks.set(fenceKey(f.shardId, f.machineId), f.mark);
+  return {
+    admit(machineId, token) {
+      if (isUnfenced(token)) return;
+      const key = fenceKey(token.shardId, machineId);
+      const mark = marks.get(key);
+      if (mark && !isNewer(token, mark)) {
+        throw new KitError(
+          Code.FailedPrecondition,
+          `fenced: token (${token.epoch}, ${token.seq}) of shard "${token.shardId}" is not newer than (${mark.epoch}, ${mark.seq}) for machine ${machineId}`,
+        );
+      }
+      const next = { epoch: token.epoch, seq: token.seq };
+      marks.set(key, next);
+      store.putFence({ shardId: token.shardId, machineId, mark: next });
+    },
+  };
 }

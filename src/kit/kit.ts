@@ -11,12 +11,14 @@ import { getLogger } from "@logtape/logtape";
 import type { InstanceType, Slot } from "../config/types.ts";
 import type { Backend, HostedMachine } from "./backend.ts";
 import { Code, KitError } from "./errors.ts";
-import { fenceKey, isNewer, isUnfenced } from "./fence.ts";
-import type { Mark, Token } from "./fence.ts";
-import { initialInventory, orphanId, orphanMachine } from "./inventory.ts";
-import { EDGES, State, STATE_NAMES, transitionalKind } from "./model.ts";
+import { formatMs, withDeadline } from "./deadline.ts";
+import { createFenceTable } from "./fence.ts";
+import type { Token } from "./fence.ts";
+import { createFleet } from "./fleet.ts";
+import type { Selection } from "./fleet.ts";
+import { bootInventory, orphanId, orphanMachine } from "./inventory.ts";
+import { EDGES, State, STATE_NAMES } from "./model.ts";
 import type { MachineRecord, OpKind, Pairs } from "./model.ts";
-import { parseRevision } from "./revision.ts";
 import type { StateStore } from "./store.ts";
 
 export interface Timeouts {
@@ -57,11 +59,7 @@ export interface Ack {
   machine: MachineRecord;
 }
 
-export interface ListQuery {
-  states: readonly number[];
-  maxResults: number;
-  sinceRevision?: Uint8Array;
-}
+export type ListQuery = Selection;
 
 export interface ListResult {
   machines: MachineRecord[];
@@ -109,81 +107,29 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
   const timeouts: Timeouts = { ...DEFAULT_TIMEOUTS, ...opts.timeouts };
   const maxMetadata = opts.maxMetadataBytes ?? DEFAULT_MAX_METADATA;
 
-  const machines = new Map<string, MachineRecord>();
-  /** Revision at which each machine last changed (never 0, so cursor "0" sees everything). */
-  const lastMod = new Map<string, number>();
-  /** Machine ids in a stable order; capped Lists start where the previous one stopped. */
-  const order: string[] = [];
-  const fences = new Map<string, Mark>();
-  let rev = 0;
-  let rotor = 0;
+  // ---- boot: reload, or build the first inventory -------------------------
+  const boot = await bootInventory(store, backend, provider, opts.slots);
+  const fences = createFenceTable(store, boot.fences);
+  // A restored fleet keeps its records as they are on disk (only the
+  // revision and the interrupted machines are written); a new one is written whole.
+  const fleet = createFleet(store, boot.restored ? boot.machines : [], boot.rev);
+  if (boot.restored) store.putRevision(boot.rev);
+  for (const m of boot.restored ? boot.interrupted : boot.machines) fleet.put(m);
+  await store.durable();
+  log.info("inventory ready: {machines} machines, revision {rev}, state {store}", {
+    machines: fleet.size,
+    rev: fleet.revision,
+    store: store.description,
+    restored: boot.restored,
+    interrupted: boot.interrupted.length,
+  });
+
   let closed = false;
   /** Background transitions still running; close() may wait for them. */
   const inflight = new Set<Promise<void>>();
   let opCounter = 0;
   // Unique per process life: op ids never repeat across restarts.
   const bootId = Date.now().toString(36) + crypto.randomUUID().slice(0, 6);
-
-  function mintOpId(): string {
-    return `op-${bootId}-${++opCounter}`;
-  }
-
-  /** Replace a record, bump the revision and hand the change to the store. */
-  function put(m: MachineRecord): void {
-    if (!machines.has(m.id)) order.push(m.id);
-    machines.set(m.id, m);
-    lastMod.set(m.id, ++rev);
-    store.putMachine(m);
-    store.putRevision(rev);
-  }
-
-  function remove(id: string): void {
-    machines.delete(id);
-    lastMod.delete(id);
-    order.splice(order.indexOf(id), 1);
-    rev++;
-    store.deleteMachine(id);
-    store.putRevision(rev);
-  }
-
-  // ---- boot: reload, or build the first inventory -------------------------
-  const saved = await store.load();
-  if (saved) {
-    for (const m of saved.machines) {
-      machines.set(m.id, m);
-      order.push(m.id);
-    }
-    for (const f of saved.fences) fences.set(fenceKey(f.shardId, f.machineId), f.mark);
-    // One bump past the saved revision: every cursor issued before the restart
-    // is now older than every machine, so it returns the full fleet.
-    rev = saved.rev + 1;
-    for (const id of order) lastMod.set(id, rev);
-    store.putRevision(rev);
-    for (const m of saved.machines) {
-      const kind = transitionalKind(m.state);
-      if (kind) {
-        put({
-          ...m,
-          state: State.Failed,
-          lastError: `${kind} transition interrupted by a provider restart; needs re-drive`,
-        });
-      }
-    }
-  } else {
-    const vms = backend.kind === "proxmox"
-      ? await backend.describe(AbortSignal.timeout(120_000))
-      : [];
-    // Start from the clock so cursors from an earlier, forgotten life are older.
-    rev = Date.now();
-    for (const m of initialInventory(provider, opts.slots, vms)) put(m);
-  }
-  await store.durable();
-  log.info("inventory ready: {machines} machines, revision {rev}, state {store}", {
-    machines: machines.size,
-    rev,
-    store: store.description,
-    restored: saved !== null,
-  });
 
   // ---- accept path ---------------------------------------------------------
 
@@ -207,25 +153,6 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
     }
   }
 
-  /** The fence: reject a token that is not strictly newer; otherwise move the mark. */
-  function fence(machineId: string, token: Token): void {
-    if (isUnfenced(token)) return;
-    if (utf8.encode(token.shardId).length > MAX_ID_BYTES) {
-      throw new KitError(Code.InvalidArgument, `shard_id is longer than ${MAX_ID_BYTES} bytes`);
-    }
-    const key = fenceKey(token.shardId, machineId);
-    const mark = fences.get(key);
-    if (mark && !isNewer(token, mark)) {
-      throw new KitError(
-        Code.FailedPrecondition,
-        `fenced: token (${token.epoch}, ${token.seq}) of shard "${token.shardId}" is not newer than (${mark.epoch}, ${mark.seq}) for machine ${machineId}`,
-      );
-    }
-    const next = { epoch: token.epoch, seq: token.seq };
-    fences.set(key, next);
-    store.putFence({ shardId: token.shardId, machineId, mark: next });
-  }
-
   /**
    * The common order of every lifecycle call: empty id, fence, request checks,
    * not-found, idempotent replay, position. On a legal start the machine enters
@@ -239,9 +166,10 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
     work: (m: MachineRecord, opId: string, signal: AbortSignal) => Promise<Partial<MachineRecord>>,
   ): Ack {
     checkId(call.machineId, "machine_id");
-    fence(call.machineId, call.token);
+    if (call.token.shardId !== "") checkId(call.token.shardId, "shard_id");
+    fences.admit(call.machineId, call.token);
     validate();
-    const m = machines.get(call.machineId);
+    const m = fleet.get(call.machineId);
     if (!m) throw new KitError(Code.NotFound, `machine ${call.machineId} not found`);
     const edge = EDGES[kind];
     const previous = m.ops[kind];
@@ -255,49 +183,28 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
           (m.state === State.Failed ? " (FAILED is terminal)" : ""),
       );
     }
-    const opId = mintOpId();
+    const opId = `op-${bootId}-${++opCounter}`;
     const entered = onEnter({
       ...m,
       state: edge.via,
       lastError: "",
       ops: { ...m.ops, [kind]: opId },
     });
-    put(entered);
-    dispatch(kind, entered, opId, work);
+    fleet.put(entered);
+    const ms = timeouts[kind];
+    const settled: Promise<void> = withDeadline(
+      ms,
+      `${kind} timed out after ${formatMs(ms)}`,
+      (signal) => work(entered, opId, signal),
+    ).then(
+      (patch) => complete(kind, entered.id, opId, patch, null),
+      (err) => complete(kind, entered.id, opId, {}, err),
+    ).finally(() => inflight.delete(settled));
+    inflight.add(settled);
     return { operationId: opId, machine: entered };
   }
 
-  // ---- background transitions ---------------------------------------------
-
-  function dispatch(
-    kind: OpKind,
-    m: MachineRecord,
-    opId: string,
-    work: (m: MachineRecord, opId: string, signal: AbortSignal) => Promise<Partial<MachineRecord>>,
-  ): void {
-    const ms = timeouts[kind];
-    const ac = new AbortController();
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    // The race makes the deadline hold even for a backend that ignores the signal.
-    const deadline = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        const err = new Error(`${kind} timed out after ${formatMs(ms)}`);
-        ac.abort(err);
-        reject(err);
-      }, ms);
-    });
-    const started = Promise.resolve().then(() => work(m, opId, ac.signal));
-    const settled: Promise<void> = Promise.race([started, deadline]).then(
-      (patch) => complete(kind, m.id, opId, patch, null),
-      (err) => complete(kind, m.id, opId, {}, err),
-    ).finally(() => {
-      clearTimeout(timer);
-      inflight.delete(settled);
-    });
-    inflight.add(settled);
-    // A late settle of the work after the deadline must not surface as unhandled.
-    started.catch(() => {});
-  }
+  // ---- background completions ---------------------------------------------
 
   function complete(
     kind: OpKind,
@@ -307,7 +214,7 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
     err: unknown,
   ): void {
     if (closed) return;
-    const m = machines.get(id);
+    const m = fleet.get(id);
     const edge = EDGES[kind];
     // Stale: the machine left this transition (timed out, restarted) meanwhile.
     if (!m || m.state !== edge.via || m.ops[kind] !== opId) {
@@ -319,23 +226,25 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
       const lastError = (message.startsWith(kind) ? message : `${kind} failed: ${message}`)
         .slice(0, MAX_ERROR_CHARS);
       log.warn("{kind} of {id} failed: {error}", { kind, id, opId, error: lastError });
-      put({ ...m, state: State.Failed, lastError });
+      fleet.put({ ...m, state: State.Failed, lastError });
       return;
     }
     if (kind === "delete" && m.orphan) {
-      remove(id);
+      fleet.remove(id);
       return;
     }
     const next: MachineRecord = { ...m, ...patch, state: edge.to };
     if (kind === "drain" || kind === "delete") {
-      put({
+      // The binding ends when the Drain completes (not before: the shard needs
+      // the cluster while DRAINING); Delete also releases the host.
+      fleet.put({
         ...next,
         cluster: "",
         shardMetadata: [],
         hostRef: kind === "delete" ? "" : next.hostRef,
       });
     } else {
-      put(next);
+      fleet.put(next);
     }
   }
 
@@ -343,11 +252,25 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
     return { machineId: m.id, hostRef: m.hostRef };
   }
 
+  function checkConfigure(call: ConfigureCall): void {
+    if (call.clusterId === "") {
+      throw new KitError(Code.InvalidArgument, "cluster_id is required");
+    }
+    let bytes = 0;
+    for (const [k, v] of call.shardMetadata) bytes += utf8.encode(k + v).length;
+    if (bytes > maxMetadata) {
+      throw new KitError(
+        Code.InvalidArgument,
+        `shard_metadata is ${bytes} bytes; the limit is ${maxMetadata}`,
+      );
+    }
+  }
+
   // ---- the kit -----------------------------------------------------------
 
   return {
     get size() {
-      return machines.size;
+      return fleet.size;
     },
 
     create: (call) =>
@@ -373,19 +296,8 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
         accept(
           "configure",
           call,
-          () => {
-            if (call.clusterId === "") {
-              throw new KitError(Code.InvalidArgument, "cluster_id is required");
-            }
-            let bytes = 0;
-            for (const [k, v] of call.shardMetadata) bytes += utf8.encode(k + v).length;
-            if (bytes > maxMetadata) {
-              throw new KitError(
-                Code.InvalidArgument,
-                `shard_metadata is ${bytes} bytes; the limit is ${maxMetadata}`,
-              );
-            }
-          },
+          () => checkConfigure(call),
+          // The binding is visible from CONFIGURING on.
           (m) => ({ ...m, cluster: call.clusterId, shardMetadata: call.shardMetadata }),
           async (m, _opId, signal) => {
             await backend.configure(hosted(m), {
@@ -416,35 +328,12 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
     get: (id) =>
       answer(() => {
         checkId(id, "id");
-        const m = machines.get(id);
+        const m = fleet.get(id);
         if (!m) throw new KitError(Code.NotFound, `machine ${id} not found`);
         return m;
       }),
 
-    list: (q) =>
-      answer(() => {
-        const since = parseRevision(q.sinceRevision);
-        const sinceN = since === null ? null : Number(since);
-        const wanted = q.states.length > 0 ? new Set(q.states) : null;
-        const cap = q.maxResults > 0 ? q.maxResults : Infinity;
-        const n = order.length;
-        const start = cap === Infinity || n === 0 ? 0 : rotor % n;
-        const out: MachineRecord[] = [];
-        let last = -1;
-        for (let i = 0; i < n && out.length < cap; i++) {
-          const idx = (start + i) % n;
-          const id = order[idx];
-          if (sinceN !== null && lastMod.get(id)! <= sinceN) continue;
-          const m = machines.get(id)!;
-          if (wanted && !wanted.has(m.state)) continue;
-          out.push(m);
-          last = idx;
-        }
-        // Capped Lists resume after the last machine returned, so back-to-back
-        // `max_results=1` picks return different machines.
-        if (cap !== Infinity && last >= 0) rotor = last + 1;
-        return { machines: out, revision: rev };
-      }),
+    list: (q) => answer(() => ({ machines: fleet.select(q), revision: fleet.revision })),
 
     async reconcile(signal) {
       const vms = await backend.describe(signal);
@@ -453,18 +342,18 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
       await answer(() => {
         for (const vm of vms) {
           const id = orphanId(provider, vm);
-          const m = machines.get(id);
+          const m = fleet.get(id);
           if (!m) {
             // A clone still in flight may belong to a Create of ours being retried: wait.
             if (vm.cloning || closed) continue;
-            put(orphanMachine(provider, vm));
+            fleet.put(orphanMachine(provider, vm));
             orphans++;
             continue;
           }
           // Follow a VM that moved to another node; nothing else is touched.
           const stable = m.state === State.Idle || m.state === State.Configured;
           if (stable && m.hostRef !== "" && m.hostRef !== vm.hostRef && !vm.cloning) {
-            put({ ...m, hostRef: vm.hostRef });
+            fleet.put({ ...m, hostRef: vm.hostRef });
             changed++;
           }
         }
@@ -496,13 +385,4 @@ function noCheck(): void {}
 
 function same(m: MachineRecord): MachineRecord {
   return m;
-}
-
-/** Go-style duration text for messages: 8m0s, 2s, 150ms. */
-export function formatMs(ms: number): string {
-  if (ms < 1000) return `${ms}ms`;
-  const s = ms / 1000;
-  if (s < 60) return `${s}s`;
-  const m = Math.floor(s / 60);
-  return `${m}m${s - m * 60}s`;
 }

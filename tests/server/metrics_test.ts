@@ -132,9 +132,13 @@ Deno.test("metrics: a failing reconcile pass counts as reconcile_total{outcome=e
     ...fake,
     kind: "fake",
     zones: fake.zones,
-    describe: () => Promise.reject(new Error("substrate unreachable")),
+    // Reachable at boot (an empty store lists the substrate), unreachable after.
+    describe: (signal) =>
+      booted ? Promise.reject(new Error("substrate unreachable")) : fake.describe(signal),
   };
+  let booted = false;
   const app = await startTestApp(["--metrics-addr=", "--reconcile-interval=20ms"], { backend });
+  booted = true;
   try {
     await waitFor("a failed pass", async () => {
       const s = parseMetrics((await app.metrics.scrape()).body);
