@@ -16,6 +16,7 @@ import type {
   MachineRef,
   TransitionAck,
 } from "./types.ts";
+import { closeWhenSafe } from "./linger.ts";
 import { codeName } from "./types.ts";
 
 /** grpc-go's default client receive limit. */
@@ -152,6 +153,7 @@ export class ProviderClient {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
-    this.#client.close();
+    const client = this.#client;
+    closeWhenSafe(this.addr, () => client.close());
   }
 }
