@@ -16,7 +16,7 @@ export function setupLogging(level?: string): void {
   });
   const encoder = new TextEncoder();
   const stderr = (record: LogRecord) => {
-    const bytes = encoder.encode(format(record));
+    const bytes = encoder.encode(format(plainMessage(record)));
     for (let off = 0; off < bytes.length;) off += Deno.stderr.writeSync(bytes.subarray(off));
   };
   configureSync({
@@ -36,4 +36,19 @@ export function setupLogging(level?: string): void {
     info: (...args: unknown[]) => grpcLog.debug(args.map(String).join(" ")),
     debug: (...args: unknown[]) => grpcLog.debug(args.map(String).join(" ")),
   } as Partial<Console>);
+}
+
+/**
+ * The message with string values as they are: logtape renders them
+ * JSON-quoted ("\"Create\" failed"), which reads badly once the line is
+ * itself JSON. The values stay available, typed, as flattened properties.
+ */
+function plainMessage(record: LogRecord): LogRecord {
+  let text = "";
+  record.message.forEach((part, i) => {
+    if (i % 2 === 0 || typeof part === "string") text += String(part);
+    else if (typeof part === "bigint") text += part.toString();
+    else text += JSON.stringify(part) ?? String(part);
+  });
+  return { ...record, message: [text] };
 }

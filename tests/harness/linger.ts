@@ -6,7 +6,9 @@
 // grpc-go clients (BigFleet, the certification runner) name the highest
 // stream id and never trigger it (100,000 calls over 2,300 connections were
 // measured clean). The suite's own grpc-js clients would, so they linger
-// until the provider is gone instead of saying goodbye to a live one.
+// until the provider is gone instead of saying goodbye to a live one. The
+// reverse also aborts (a client receiving the server's GOAWAY), so before a
+// graceful SIGTERM/SIGINT the held connections are closed first.
 
 const live = new Map<string, (() => void)[]>();
 

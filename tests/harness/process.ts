@@ -157,6 +157,9 @@ export async function startProvider(o: StartOptions): Promise<ProviderProcess> {
     readyMs: 0,
     kill(signal: Deno.Signal = "SIGKILL") {
       if (status) return;
+      // A graceful stop sends GOAWAY to every open connection, which the same
+      // Deno bug can turn into an abort of this (client) process: say goodbye first.
+      if (signal !== "SIGKILL") releaseCloses(addr);
       try {
         sp.child.kill(signal);
       } catch { /* already gone */ }
