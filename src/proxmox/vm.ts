@@ -186,20 +186,16 @@ export async function startVm(
   await waitStatus(api, node, vmid, "running", timing, signal);
 }
 
-/**
- * Hard-stop the VM (a no-op if stopped). `confirm` waits until it reads
- * stopped; without VM.Audit the caller cannot read it and passes false.
- */
+/** Hard-stop the VM (a no-op if stopped) and wait until it reads stopped. */
 export async function stopVm(
   api: ApiClient,
   node: string,
   vmid: number,
   timing: VmTiming,
   signal: AbortSignal,
-  confirm = true,
 ): Promise<void> {
   if ((await powerAction(api, node, vmid, "stopped", timing, signal)) === "gone") return;
-  if (confirm) await waitStatus(api, node, vmid, "stopped", timing, signal);
+  await waitStatus(api, node, vmid, "stopped", timing, signal);
 }
 
 /** Poll status/current until it reports `want` (bounded by the caller's signal). */
