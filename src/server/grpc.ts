@@ -9,7 +9,7 @@ import { ReflectionService } from "@grpc/reflection";
 import { HealthImplementation, protoPath as HEALTH_PROTO_PATH } from "grpc-health-check";
 import { Buffer } from "node:buffer";
 import { fileURLToPath } from "node:url";
-import type { Kit } from "../kit/kit.ts";
+import type { Ack, Kit } from "../kit/kit.ts";
 import { Code, KitError } from "../kit/errors.ts";
 import { encodeRevision } from "../kit/revision.ts";
 import { assertShardAllowed, peerShardIds } from "./identity.ts";
@@ -23,6 +23,7 @@ import {
   decodeMachineRef,
   machineEncoder,
 } from "./codec.ts";
+import type { CreateMsg } from "./codec.ts";
 
 export type Method = "Create" | "Configure" | "Drain" | "Delete" | "Get" | "List";
 
@@ -67,31 +68,23 @@ export async function startGrpcServer(opts: GrpcOptions): Promise<GrpcServer> {
 
   // Mutations check the peer's shard identity after decoding and before the
   // kit sees the request, so a refused call never moves a fence mark.
+  function mutation<T extends CreateMsg>(
+    decode: (b: Uint8Array) => T,
+    run: (m: T) => Promise<Ack>,
+  ): Handler {
+    return async (b, call) => {
+      const m = decode(b);
+      assertShardAllowed(peerShardIds(call), m.token.shardId);
+      const ack = await run(m);
+      return enc.ack(ack.operationId, ack.machine);
+    };
+  }
+
   const handlers: Record<Method, Handler> = {
-    Create: async (b, call) => {
-      const m = decodeCreate(b);
-      assertShardAllowed(peerShardIds(call), m.token.shardId);
-      const ack = await kit.create(m);
-      return enc.ack(ack.operationId, ack.machine);
-    },
-    Configure: async (b, call) => {
-      const m = decodeConfigure(b);
-      assertShardAllowed(peerShardIds(call), m.token.shardId);
-      const ack = await kit.configure(m);
-      return enc.ack(ack.operationId, ack.machine);
-    },
-    Drain: async (b, call) => {
-      const m = decodeDrain(b);
-      assertShardAllowed(peerShardIds(call), m.token.shardId);
-      const ack = await kit.drain(m);
-      return enc.ack(ack.operationId, ack.machine);
-    },
-    Delete: async (b, call) => {
-      const m = decodeDelete(b);
-      assertShardAllowed(peerShardIds(call), m.token.shardId);
-      const ack = await kit.delete(m);
-      return enc.ack(ack.operationId, ack.machine);
-    },
+    Create: mutation(decodeCreate, (m) => kit.create(m)),
+    Configure: mutation(decodeConfigure, (m) => kit.configure(m)),
+    Drain: mutation(decodeDrain, (m) => kit.drain(m)),
+    Delete: mutation(decodeDelete, (m) => kit.delete(m)),
     Get: async (b) => enc.machine(await kit.get(decodeMachineRef(b))),
     List: async (b) => {
       const f = decodeListFilter(b);
