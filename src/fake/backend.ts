@@ -5,6 +5,7 @@
 // state store remembers them): it simply takes them back.
 
 import type { Backend, ManagedVm } from "../kit/backend.ts";
+import { sleep } from "../kit/deadline.ts";
 
 export interface FakeOptions {
   zones: readonly string[];
@@ -25,21 +26,6 @@ export function createFakeBackend(opts: FakeOptions): Backend {
   const vms = new Map<string, FakeVm>();
   let nextVmid = opts.firstVmid ?? 100;
 
-  function sleep(signal: AbortSignal): Promise<void> {
-    return new Promise((resolve, reject) => {
-      if (signal.aborted) return reject(signal.reason);
-      const timer = setTimeout(() => {
-        signal.removeEventListener("abort", onAbort);
-        resolve();
-      }, opts.delayMs);
-      const onAbort = () => {
-        clearTimeout(timer);
-        reject(signal.reason);
-      };
-      signal.addEventListener("abort", onAbort, { once: true });
-    });
-  }
-
   function adopt(machineId: string, hostRef: string): FakeVm {
     let vm = vms.get(machineId);
     if (!vm) {
@@ -54,7 +40,7 @@ export function createFakeBackend(opts: FakeOptions): Backend {
     kind: "fake",
     zones: opts.zones,
     async create(slot, signal) {
-      await sleep(signal);
+      await sleep(opts.delayMs, signal);
       let vm = vms.get(slot.machineId);
       if (!vm) {
         vm = {
@@ -69,15 +55,15 @@ export function createFakeBackend(opts: FakeOptions): Backend {
       return { hostRef: `${vm.node}/${vm.vmid}` };
     },
     async configure(m, spec, signal) {
-      await sleep(signal);
+      await sleep(opts.delayMs, signal);
       adopt(m.machineId, m.hostRef).cluster = spec.clusterId;
     },
     async drain(m, _grace, signal) {
-      await sleep(signal);
+      await sleep(opts.delayMs, signal);
       adopt(m.machineId, m.hostRef).cluster = "";
     },
     async delete(m, signal) {
-      await sleep(signal);
+      await sleep(opts.delayMs, signal);
       vms.delete(m.machineId);
     },
     describe(): Promise<ManagedVm[]> {

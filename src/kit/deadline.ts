@@ -1,6 +1,7 @@
-// Running one background transition under its deadline. The work gets an
-// AbortSignal that fires at the deadline; the race makes the deadline hold
-// even for work that ignores the signal, whose late result is then dropped.
+// Time for background work. A transition runs under its deadline: the work
+// gets an AbortSignal that fires at the deadline, and the race makes the
+// deadline hold even for work that ignores the signal, whose late result is
+// then dropped. Backends wait with an abortable sleep so that signal stops them.
 
 export class DeadlineError extends Error {
   override name = "DeadlineError";
@@ -35,4 +36,20 @@ export function formatMs(ms: number): string {
   if (s < 60) return `${s}s`;
   const m = Math.floor(s / 60);
   return `${m}m${s - m * 60}s`;
+}
+
+/** Sleep that ends early (rejecting with the abort reason) when `signal` aborts. */
+export function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
 }

@@ -15,7 +15,7 @@ import { BackendError } from "../kit/backend.ts";
 import { isTransient, ProxmoxApiError, serverTextOf } from "./errors.ts";
 import type { ApiClient } from "./http.ts";
 import type { PollTiming } from "./tasks.ts";
-import { sleep } from "./util.ts";
+import { sleep } from "../kit/deadline.ts";
 
 export interface ExecResult {
   /** null when the process was killed by a signal (no exit code). */

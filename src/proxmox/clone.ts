@@ -23,7 +23,8 @@ import {
 } from "./naming.ts";
 import { relocate } from "./ownership.ts";
 import { waitTask } from "./tasks.ts";
-import { createMutex, mapLimit, sleep } from "./util.ts";
+import { sleep } from "../kit/deadline.ts";
+import { createMutex, mapLimit } from "./util.ts";
 import {
   blockingLock,
   isPermissionError,

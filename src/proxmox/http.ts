@@ -4,7 +4,7 @@
 
 import { getLogger } from "@logtape/logtape";
 import { isTransient, ProxmoxApiError, TlsTrustError, TransportError } from "./errors.ts";
-import { sleep } from "./util.ts";
+import { sleep } from "../kit/deadline.ts";
 import type { RawResponse, Transport } from "./transport.ts";
 
 export type Params = Record<string, string | number | boolean | string[] | undefined>;

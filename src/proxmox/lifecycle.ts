@@ -15,7 +15,7 @@ import {
 import type { Located, ProxmoxContext } from "./context.ts";
 import { isTransient } from "./errors.ts";
 import { followMove, ownedBy, requireHostRef } from "./ownership.ts";
-import { sleep } from "./util.ts";
+import { sleep } from "../kit/deadline.ts";
 import {
   destroyVm,
   isPermissionError,

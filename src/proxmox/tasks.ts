@@ -5,7 +5,7 @@
 import { BackendError } from "../kit/backend.ts";
 import { TaskFailedError } from "./errors.ts";
 import type { ApiClient } from "./http.ts";
-import { sleep } from "./util.ts";
+import { sleep } from "../kit/deadline.ts";
 
 export interface Upid {
   raw: string;

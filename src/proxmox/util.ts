@@ -1,21 +1,5 @@
 // Small async helpers shared by the client modules.
 
-/** Sleep that ends early (rejecting with the abort reason) when `signal` aborts. */
-export function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal.reason);
-    };
-    const timer = setTimeout(() => {
-      signal.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    signal.addEventListener("abort", onAbort, { once: true });
-  });
-}
-
 /** A FIFO mutex: `run` executes critical sections one at a time. */
 export function createMutex(): { run<T>(fn: () => Promise<T>): Promise<T> } {
   let tail: Promise<unknown> = Promise.resolve();

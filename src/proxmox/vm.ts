@@ -7,7 +7,7 @@ import { BackendError } from "../kit/backend.ts";
 import { isTransient, missingVerdict, ProxmoxApiError, serverTextOf } from "./errors.ts";
 import type { ApiClient } from "./http.ts";
 import { type PollTiming, waitTask } from "./tasks.ts";
-import { sleep } from "./util.ts";
+import { sleep } from "../kit/deadline.ts";
 
 export type VmConfig = Record<string, unknown>;
 
