@@ -103,6 +103,7 @@ export async function startApp(config: Config, opts: AppOptions = {}): Promise<A
     security,
     offerings: config.offeringsSource,
     machines: kit.size,
+    ...(kit.capacityChange ? { capacity: kit.capacityChange } : {}),
     zones: config.zones.join(","),
     metrics_addr: config.metricsAddr?.raw ?? "",
     metrics_port: ops?.port ?? null,

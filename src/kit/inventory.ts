@@ -2,36 +2,18 @@
 // machine per slot, except where the substrate already holds a VM made for
 // that slot (an earlier life without --state), which comes back IDLE with its
 // host. Tagged VMs with no slot are surfaced IDLE as orphans so they can be
-// deleted.
+// deleted. When the store holds a fleet, it is the inventory, adjusted to the
+// current slots (capacity.ts).
 
 import type { Slot } from "../config/types.ts";
 import type { Backend, ManagedVm } from "./backend.ts";
-import { ON_DEMAND, State, transitionalKind } from "./model.ts";
+import { State, transitionalKind } from "./model.ts";
 import type { MachineRecord } from "./model.ts";
 import type { FenceEntry, StateStore } from "./store.ts";
+import { planCapacityChange, slotMachine } from "./capacity.ts";
+import type { CapacityChange } from "./capacity.ts";
 
 const DESCRIBE_AT_BOOT_MS = 120_000;
-
-export function slotMachine(slot: Slot): MachineRecord {
-  return {
-    id: slot.id,
-    state: State.Speculative,
-    hostRef: "",
-    instanceType: slot.instanceType,
-    zone: slot.zone,
-    capacityType: ON_DEMAND,
-    pricePerHour: slot.pricePerHour,
-    interruptionProbability: 0,
-    resources: slot.resources,
-    allocatable: slot.allocatable,
-    labels: slot.labels,
-    cluster: "",
-    shardMetadata: [],
-    lastError: "",
-    ops: {},
-    orphan: false,
-  };
-}
 
 /** The id an orphan VM is listed under: its marker's machine id, else one derived from its host. */
 export function orphanId(provider: string, vm: ManagedVm): string {
@@ -79,10 +61,16 @@ export function initialInventory(
 }
 
 export interface BootInventory {
-  /** Machines as found: loaded from the store, or built for an empty one. */
+  /** The fleet to start from: loaded from the store, or built for an empty one. */
   machines: MachineRecord[];
+  /** Records to write on top (interrupted transitions, capacity changes); empty for a new fleet. */
+  updates: MachineRecord[];
+  /** Stored ids to drop (SPECULATIVE machines whose slot is gone). */
+  removed: string[];
   /** Loaded machines whose transition the restart cut short, now FAILED. */
-  interrupted: MachineRecord[];
+  interrupted: number;
+  /** What a changed set of slots did to a restored fleet; null for a new fleet. */
+  capacity: CapacityChange | null;
   fences: FenceEntry[];
   /** The revision the fleet starts at. */
   rev: number;
@@ -92,11 +80,12 @@ export interface BootInventory {
 
 /**
  * Where the fleet comes from at boot. A non-empty store is authoritative:
- * nothing is seeded, transitions cut short by the restart become FAILED, and
- * the revision moves one past the saved one so every pre-restart cursor
- * returns the full fleet. An empty store gets the slots (and any VMs the
- * substrate already holds), starting from the clock so cursors from an
- * earlier, forgotten life are older.
+ * nothing is re-seeded, transitions cut short by the restart become FAILED,
+ * a changed set of slots is applied by the rules in capacity.ts, and the
+ * revision moves one past the saved one so every pre-restart cursor returns
+ * the full fleet. An empty store gets the slots (and any VMs the substrate
+ * already holds), starting from the clock so cursors from an earlier,
+ * forgotten life are older.
  */
 export async function bootInventory(
   store: StateStore,
@@ -106,20 +95,30 @@ export async function bootInventory(
 ): Promise<BootInventory> {
   const saved = await store.load();
   if (saved) {
-    const interrupted: MachineRecord[] = [];
-    for (const m of saved.machines) {
+    const updates = new Map<string, MachineRecord>();
+    const current = saved.machines.map((m) => {
       const kind = transitionalKind(m.state);
-      if (kind) {
-        interrupted.push({
-          ...m,
-          state: State.Failed,
-          lastError: `${kind} transition interrupted by a provider restart; needs re-drive`,
-        });
-      }
-    }
+      if (!kind) return m;
+      const failed = {
+        ...m,
+        state: State.Failed,
+        lastError: `${kind} transition interrupted by a provider restart; needs re-drive`,
+      };
+      updates.set(m.id, failed);
+      return failed;
+    });
+    const interrupted = updates.size;
+    const capacity = planCapacityChange(current, slots);
+    for (const m of capacity.put) updates.set(m.id, m);
+    const removed = new Set(capacity.remove);
     return {
-      machines: saved.machines,
+      machines: removed.size > 0
+        ? saved.machines.filter((m) => !removed.has(m.id))
+        : saved.machines,
+      updates: [...updates.values()],
+      removed: capacity.remove,
       interrupted,
+      capacity,
       fences: saved.fences,
       rev: saved.rev + 1,
       restored: true,
@@ -128,7 +127,10 @@ export async function bootInventory(
   const vms = await backend.describe(AbortSignal.timeout(DESCRIBE_AT_BOOT_MS));
   return {
     machines: initialInventory(provider, slots, vms),
-    interrupted: [],
+    updates: [],
+    removed: [],
+    interrupted: 0,
+    capacity: null,
     fences: [],
     rev: Date.now(),
     restored: false,

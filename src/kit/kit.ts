@@ -17,6 +17,7 @@ import type { Token } from "./fence.ts";
 import { createFleet } from "./fleet.ts";
 import type { Selection } from "./fleet.ts";
 import { bootInventory, orphanId, orphanMachine } from "./inventory.ts";
+import { describeChange } from "./capacity.ts";
 import { EDGES, State, STATE_NAMES } from "./model.ts";
 import type { MachineRecord, OpKind, Pairs } from "./model.ts";
 import type { StateStore } from "./store.ts";
@@ -73,6 +74,8 @@ export interface ReconcileResult {
 
 export interface Kit {
   readonly size: number;
+  /** What a changed set of slots did at boot (`+N slots, -M retired, K pending`); null for a new fleet. */
+  readonly capacityChange: string | null;
   create(c: Call): Promise<Ack>;
   configure(c: ConfigureCall): Promise<Ack>;
   drain(c: DrainCall): Promise<Ack>;
@@ -110,19 +113,28 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
   // ---- boot: reload, or build the first inventory -------------------------
   const boot = await bootInventory(store, backend, provider, opts.slots);
   const fences = createFenceTable(store, boot.fences);
-  // A restored fleet keeps its records as they are on disk (only the
-  // revision and the interrupted machines are written); a new one is written whole.
+  // A restored fleet keeps its records as they are on disk (only the revision
+  // and what boot changed are written); a new one is written whole. All of it
+  // happens in this synchronous step, so the store commits it as one write.
   const fleet = createFleet(store, boot.restored ? boot.machines : [], boot.rev);
   if (boot.restored) store.putRevision(boot.rev);
-  for (const m of boot.restored ? boot.interrupted : boot.machines) fleet.put(m);
+  for (const m of boot.restored ? boot.updates : boot.machines) fleet.put(m);
+  for (const id of boot.removed) store.deleteMachine(id);
   await store.durable();
   log.info("inventory ready: {machines} machines, revision {rev}, state {store}", {
     machines: fleet.size,
     rev: fleet.revision,
     store: store.description,
     restored: boot.restored,
-    interrupted: boot.interrupted.length,
+    interrupted: boot.interrupted,
+    ...(boot.capacity ? { capacity: describeChange(boot.capacity) } : {}),
   });
+  for (const m of boot.capacity?.mismatched ?? []) {
+    log.warn(
+      "slot {id} now names {now} but the machine is {was}: left as it is (delete it to re-create)",
+      { ...m },
+    );
+  }
 
   let closed = false;
   /** Background transitions still running; close() may wait for them. */
@@ -272,6 +284,7 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
     get size() {
       return fleet.size;
     },
+    capacityChange: boot.capacity ? describeChange(boot.capacity) : null,
 
     create: (call) =>
       answer(() =>

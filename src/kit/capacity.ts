@@ -1,0 +1,129 @@
+// Slots as machine records: the SPECULATIVE record of a slot, and applying a
+// changed set of slots (offerings, catalog, pricing) to a fleet restored from
+// the state store. The rules keep every machine BigFleet may
+// be using: a slot that is new appears SPECULATIVE; a slot that is gone
+// leaves at once only while SPECULATIVE, otherwise it is marked to leave the
+// inventory when its Delete completes; a record whose instance type or zone
+// no longer matches its slot is left untouched and reported. Descriptive
+// fields (price, resources, allocatable, labels) follow the slot only while
+// the machine is SPECULATIVE: a machine with a VM keeps what it was made as.
+//
+// The result is applied by the kit in one synchronous step, so the state
+// store commits it as one logical write.
+
+import type { Slot } from "../config/types.ts";
+import { ON_DEMAND, State } from "./model.ts";
+import type { MachineRecord, Pairs } from "./model.ts";
+
+export interface CapacityChange {
+  /** Records to write: new slots, retired machines, refreshed SPECULATIVE ones. */
+  put: MachineRecord[];
+  /** Ids to drop now: SPECULATIVE machines whose slot is gone. */
+  remove: string[];
+  /** New slots. */
+  added: number;
+  /** Slots gone from the offerings (removed now or marked to leave once deleted). */
+  retired: number;
+  /** Machines without a slot that stay until they are deleted (retired ones and orphans). */
+  pending: number;
+  /** Machines whose slot now names another instance type or zone: left as they are. */
+  mismatched: { id: string; was: string; now: string }[];
+  /** SPECULATIVE machines whose price, resources, allocatable or labels changed. */
+  refreshed: number;
+}
+
+export function slotMachine(slot: Slot): MachineRecord {
+  return {
+    id: slot.id,
+    state: State.Speculative,
+    hostRef: "",
+    instanceType: slot.instanceType,
+    zone: slot.zone,
+    capacityType: ON_DEMAND,
+    pricePerHour: slot.pricePerHour,
+    interruptionProbability: 0,
+    resources: slot.resources,
+    allocatable: slot.allocatable,
+    labels: slot.labels,
+    cluster: "",
+    shardMetadata: [],
+    lastError: "",
+    ops: {},
+    orphan: false,
+  };
+}
+
+/** Human summary for the startup line: `+N slots, -M retired, K pending`. */
+export function describeChange(c: CapacityChange): string {
+  return `+${c.added} slots, -${c.retired} retired, ${c.pending} pending`;
+}
+
+export function planCapacityChange(
+  saved: readonly MachineRecord[],
+  slots: readonly Slot[],
+): CapacityChange {
+  const bySlot = new Map(slots.map((s) => [s.id, s]));
+  const change: CapacityChange = {
+    put: [],
+    remove: [],
+    added: 0,
+    retired: 0,
+    pending: 0,
+    mismatched: [],
+    refreshed: 0,
+  };
+  const seen = new Set<string>();
+  for (const m of saved) {
+    seen.add(m.id);
+    const slot = bySlot.get(m.id);
+    if (!slot) {
+      if (m.orphan) {
+        change.pending++;
+      } else if (m.state === State.Speculative) {
+        change.remove.push(m.id);
+        change.retired++;
+      } else {
+        change.put.push({ ...m, orphan: true });
+        change.retired++;
+        change.pending++;
+      }
+      continue;
+    }
+    if (m.instanceType !== slot.instanceType || m.zone !== slot.zone) {
+      change.mismatched.push({
+        id: m.id,
+        was: `${m.instanceType}@${m.zone}`,
+        now: `${slot.instanceType}@${slot.zone}`,
+      });
+      if (m.orphan) change.pending++;
+      continue;
+    }
+    if (m.state === State.Speculative) {
+      const fresh = slotMachine(slot);
+      // A SPECULATIVE record of this id without a slot is back in the offerings: a slot again.
+      if (m.orphan || !sameDescription(m, fresh)) {
+        const { pricePerHour, resources, allocatable, labels } = fresh;
+        change.put.push({ ...m, pricePerHour, resources, allocatable, labels, orphan: false });
+        if (!m.orphan) change.refreshed++;
+      }
+    } else if (m.orphan) {
+      // Back in the offerings while it still has a VM: it stays, as a slot.
+      change.put.push({ ...m, orphan: false });
+    }
+  }
+  for (const slot of slots) {
+    if (seen.has(slot.id)) continue;
+    change.put.push(slotMachine(slot));
+    change.added++;
+  }
+  return change;
+}
+
+function sameDescription(a: MachineRecord, b: MachineRecord): boolean {
+  return a.pricePerHour === b.pricePerHour && samePairs(a.resources, b.resources) &&
+    samePairs(a.allocatable, b.allocatable) && samePairs(a.labels, b.labels);
+}
+
+function samePairs(a: Pairs, b: Pairs): boolean {
+  return a.length === b.length && a.every(([k, v], i) => b[i][0] === k && b[i][1] === v);
+}

@@ -1,0 +1,95 @@
+// The rules for a changed set of slots on a restored fleet (src/kit/capacity.ts).
+
+import assert from "node:assert/strict";
+import { describeChange, planCapacityChange, slotMachine } from "../../src/kit/capacity.ts";
+import { State } from "../../src/kit/model.ts";
+import type { MachineRecord } from "../../src/kit/model.ts";
+import type { Slot } from "../../src/config/types.ts";
+
+function slot(id: string, o: Partial<Slot> = {}): Slot {
+  return {
+    id,
+    instanceType: "pve.small",
+    zone: "pve1",
+    pricePerHour: 0.01,
+    resources: [["cpu", "1"]],
+    allocatable: [["cpu", "2"], ["memory", "4Gi"]],
+    labels: [],
+    templateVmid: 9000,
+    vcpu: 2,
+    memoryMib: 4096,
+    ...o,
+  };
+}
+
+function rec(s: Slot, o: Partial<MachineRecord> = {}): MachineRecord {
+  return { ...slotMachine(s), ...o };
+}
+
+Deno.test("capacity: an unchanged set of slots changes nothing", () => {
+  const slots = [slot("a"), slot("b")];
+  const c = planCapacityChange(slots.map((s) => rec(s)), slots);
+  assert.deepEqual([c.put, c.remove, c.added, c.retired, c.pending], [[], [], 0, 0, 0]);
+  assert.equal(describeChange(c), "+0 slots, -0 retired, 0 pending");
+});
+
+Deno.test("capacity: new slots appear SPECULATIVE", () => {
+  const c = planCapacityChange([rec(slot("a"))], [slot("a"), slot("b"), slot("c")]);
+  assert.deepEqual(c.put.map((m) => [m.id, m.state, m.orphan]), [
+    ["b", State.Speculative, false],
+    ["c", State.Speculative, false],
+  ]);
+  assert.equal(c.added, 2);
+});
+
+Deno.test("capacity: a removed slot leaves now only while SPECULATIVE", () => {
+  const saved = [
+    rec(slot("spec")),
+    rec(slot("idle"), { state: State.Idle, hostRef: "pve1/100" }),
+    rec(slot("conf"), { state: State.Configured, hostRef: "pve1/101", cluster: "c1" }),
+    rec(slot("failed"), { state: State.Failed, lastError: "x" }),
+  ];
+  const c = planCapacityChange(saved, []);
+  assert.deepEqual(c.remove, ["spec"]);
+  // The others stay exactly as they are, marked to leave once deleted.
+  assert.deepEqual(c.put, saved.slice(1).map((m) => ({ ...m, orphan: true })));
+  assert.equal(describeChange(c), "+0 slots, -4 retired, 3 pending");
+});
+
+Deno.test("capacity: machines already without a slot stay pending, and count once", () => {
+  const orphan = rec(slot("o"), { state: State.Idle, hostRef: "pve1/7", orphan: true });
+  const c = planCapacityChange([orphan], []);
+  assert.deepEqual([c.put, c.remove, c.retired, c.pending], [[], [], 0, 1]);
+});
+
+Deno.test("capacity: a retired slot that comes back is a slot again", () => {
+  const idle = rec(slot("a"), { state: State.Idle, hostRef: "pve1/100", orphan: true });
+  const spec = rec(slot("b"), { orphan: true });
+  const c = planCapacityChange([idle, spec], [slot("a"), slot("b")]);
+  assert.deepEqual(c.put, [{ ...idle, orphan: false }, { ...spec, orphan: false }]);
+  assert.equal(c.pending, 0);
+});
+
+Deno.test("capacity: a slot naming another type or zone leaves the machine as it is", () => {
+  const idle = rec(slot("a"), { state: State.Idle, hostRef: "pve1/100" });
+  const spec = rec(slot("b"));
+  const c = planCapacityChange([idle, spec], [
+    slot("a", { instanceType: "pve.large" }),
+    slot("b", { zone: "pve2" }),
+  ]);
+  assert.deepEqual([c.put, c.remove], [[], []]);
+  assert.deepEqual(c.mismatched, [
+    { id: "a", was: "pve.small@pve1", now: "pve.large@pve1" },
+    { id: "b", was: "pve.small@pve1", now: "pve.small@pve2" },
+  ]);
+});
+
+Deno.test("capacity: price, resources and labels follow the slot only while SPECULATIVE", () => {
+  const spec = rec(slot("a"), { ops: { delete: "op-1" } });
+  const idle = rec(slot("b"), { state: State.Idle, hostRef: "pve1/100" });
+  const next = { pricePerHour: 0.5, labels: [["team", "x"]] as [string, string][] };
+  const c = planCapacityChange([spec, idle], [slot("a", next), slot("b", next)]);
+  // The SPECULATIVE one keeps its identity and history; the IDLE one is untouched.
+  assert.deepEqual(c.put, [{ ...spec, ...next }]);
+  assert.equal(c.refreshed, 1);
+});
