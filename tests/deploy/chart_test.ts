@@ -810,3 +810,51 @@ Deno.test("chart: helm test Pod runs preflight with the Deployment's flags and f
     !(await render([...FAKE, "--set", "helmTest.enabled=true"])).some((m) => m.kind === "Pod"),
   );
 });
+
+Deno.test("chart: values.yaml, values.schema.json and docs/install.md describe the same values", async () => {
+  const { parse } = await import("yaml");
+  const values = parse(await Deno.readTextFile(`${ROOT}deploy/helm/values.yaml`));
+  const schema = JSON.parse(await Deno.readTextFile(`${ROOT}deploy/helm/values.schema.json`));
+  // Key paths the schema closes (objects with their own properties) ...
+  const schemaPaths: string[] = [];
+  // deno-lint-ignore no-explicit-any
+  const walkSchema = (node: any, prefix: string) => {
+    for (const [k, sub] of Object.entries(node.properties ?? {})) {
+      // deno-lint-ignore no-explicit-any
+      const s = (sub as any).$ref
+        ? schema.definitions[(sub as { $ref: string }).$ref.split("/").at(-1)!]
+        : sub;
+      schemaPaths.push(`${prefix}${k}`);
+      if (s.additionalProperties === false) walkSchema(s, `${prefix}${k}.`);
+    }
+  };
+  walkSchema(schema, "");
+  // ... and the same paths in values.yaml, where every one has a default.
+  const valuePaths: string[] = [];
+  const walkValues = (node: Manifest, prefix: string, schemaNode: Manifest) => {
+    for (const [k, v] of Object.entries(node)) {
+      valuePaths.push(`${prefix}${k}`);
+      const sub = schemaNode.properties?.[k];
+      const s = sub?.$ref ? schema.definitions[sub.$ref.split("/").at(-1)] : sub;
+      if (s?.additionalProperties === false && v && typeof v === "object") {
+        walkValues(v as Manifest, `${prefix}${k}.`, s);
+      }
+    }
+  };
+  walkValues(values, "", schema);
+  assert.deepEqual(
+    valuePaths.sort(),
+    schemaPaths.filter((p) => p !== "global").sort(),
+    "every schema key has a default in values.yaml, and nothing else is there",
+  );
+
+  // Every top-level value is in the install guide's values table.
+  const install = await Deno.readTextFile(`${ROOT}docs/install.md`);
+  const table = install.slice(
+    install.indexOf("### Values"),
+    install.indexOf("### Render-time checks"),
+  );
+  for (const key of Object.keys(values)) {
+    assert.match(table, new RegExp("`" + key + "[`.]"), `docs/install.md § Values lists ${key}`);
+  }
+});
