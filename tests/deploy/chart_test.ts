@@ -61,15 +61,31 @@ const FAKE_CERT = "-----BEGIN CERTIFICATE-----\nQUJDREVGR0g=\n-----END CERTIFICA
 const FAKE_KEY = "-----BEGIN PRIVATE KEY-----\nQUJDREVGR0g=\n-----END PRIVATE KEY-----\n";
 const FAKE_TOKEN = "00000000-0000-0000-0000-000000000000";
 
+interface PodView {
+  spec: Manifest;
+  container: Manifest;
+}
+
+function deploymentPod(ms: Manifest[]): PodView {
+  return { spec: podSpec(ms), container: container(ms) };
+}
+
+/** The `helm test` Pod. */
+function preflightPod(ms: Manifest[]): PodView {
+  const spec = one(ms, "Pod", "-preflight").spec;
+  assert.equal(spec.containers.length, 1, "one container");
+  return { spec, container: spec.containers[0] };
+}
+
 /**
- * The files the container would see, built from the rendered mounts: ConfigMap
+ * The files a container would see, built from its rendered mounts: ConfigMap
  * data verbatim, Secret items as placeholder token/PEM text. A flag pointing at
  * a path no mount provides makes the loader fail with "cannot read".
  */
-function podFiles(ms: Manifest[]): Map<string, string> {
+function podFiles(ms: Manifest[], pod: PodView): Map<string, string> {
   const files = new Map<string, string>();
-  for (const m of container(ms).volumeMounts as Manifest[]) {
-    const v = volume(ms, m.name);
+  for (const m of pod.container.volumeMounts as Manifest[]) {
+    const v = pod.spec.volumes.find((x: Manifest) => x.name === m.name);
     assert.ok(v, `mount ${m.name} has a volume`);
     if (v.configMap) {
       const cm = ms.find((x) => x.kind === "ConfigMap" && x.metadata.name === v.configMap.name);
@@ -92,9 +108,10 @@ function podFiles(ms: Manifest[]): Map<string, string> {
   return files;
 }
 
-function loadRendered(ms: Manifest[]) {
-  const files = podFiles(ms);
-  return loadConfig(args(ms), {
+/** The program's config loader on `argv`, seeing only the files `pod` mounts. */
+function loadInPod(ms: Manifest[], pod: PodView, argv: string[]) {
+  const files = podFiles(ms, pod);
+  return loadConfig(argv, {
     readFile: (path) => {
       const text = files.get(path);
       return text === undefined
@@ -104,11 +121,16 @@ function loadRendered(ms: Manifest[]) {
   });
 }
 
+function loadRendered(ms: Manifest[]) {
+  return loadInPod(ms, deploymentPod(ms), args(ms));
+}
+
 Deno.test("chart: minimal values render a single-replica Recreate Deployment with the exact flags", async () => {
   const ms = await render(MINIMAL);
   assert.deepEqual(kinds(ms), [
     `Deployment/${NAME}`,
     `PersistentVolumeClaim/${NAME}-state`,
+    `Pod/${NAME}-preflight`,
     `Service/${NAME}`,
     `ServiceAccount/${NAME}`,
   ]);
@@ -141,8 +163,15 @@ Deno.test("chart: minimal values render a single-replica Recreate Deployment wit
 
 Deno.test("chart: every rendered flag is one the program knows", async () => {
   for (const values of [MINIMAL, FULL, MTLS, FAKE, [...MINIMAL, ...WITH_FILES]]) {
-    for (const name of flagNames(args(await render(values)))) {
-      assert.ok(Object.hasOwn(FLAG_TABLE, name), `--${name} (values ${values.join(" ")})`);
+    const ms = await render(values);
+    const argvs = [args(ms)];
+    if (!values.includes("useFakeBackend=true")) {
+      argvs.push(preflightPod(ms).container.args.slice(1));
+    }
+    for (const argv of argvs) {
+      for (const name of flagNames(argv)) {
+        assert.ok(Object.hasOwn(FLAG_TABLE, name), `--${name} (values ${values.join(" ")})`);
+      }
     }
   }
 });
@@ -329,11 +358,16 @@ Deno.test("chart: full values set every knob", async () => {
     "--state=/var/lib/bigfleet/state.kv",
     "--offerings=/etc/bigfleet/offerings/offerings.json",
     "--instance-types=/etc/bigfleet/instance-types/instance-types.json",
+    "--prices=pve.large=0.05",
+    "--price-per-vcpu-hour=0.004",
+    // A float from a values file prints in plain decimal, not 7.5e-04.
+    "--price-per-gib-hour=0.00075",
+    "--bootstrap-path=/run/bigfleet/bootstrap.sh",
+    "--bootstrap-exec=/bin/bash,-eu",
+    "--reconcile-interval=5m",
+    "--reflection=false",
     "--tls-cert=/etc/bigfleet/tls/tls.crt",
     "--tls-key=/etc/bigfleet/tls/tls.key",
-    // extraArgs last, so they can override a generated flag.
-    "--reconcile-interval=5m",
-    "--price-per-vcpu-hour=0.004",
   ]);
   const c = container(ms);
   const pod = podSpec(ms);
@@ -452,6 +486,13 @@ Deno.test("chart: the program's config loader accepts what each example renders"
   assert.equal(full.proxmox?.caPem, FAKE_CERT);
   assert.match(full.proxmox?.fingerprint ?? "", /^12:34:56/);
   assert.equal(full.reconcileIntervalMs, 5 * 60_000);
+  assert.equal(full.reflection, false);
+  assert.equal(full.bootstrapPath, "/run/bigfleet/bootstrap.sh");
+  assert.deepEqual(full.bootstrapExec, ["/bin/bash", "-eu"]);
+  // pve.large is priced explicitly; pve.small (2 vCPU, 4 GiB) from the rates.
+  const price = (type: string) => full.slots.find((x) => x.instanceType === type)?.pricePerHour;
+  assert.equal(price("pve.large"), 0.05);
+  assert.equal(price("pve.small"), 2 * 0.004 + 4 * 0.00075);
   assert.ok(full.tls && full.tls.caPem === null, "TLS without client verification");
 
   const mtls = await loadRendered(await render(MTLS));
@@ -543,4 +584,277 @@ Deno.test("examples: Secrets and JSON files match what the values reference", as
   const types = JSON.parse(await Deno.readTextFile(`${EXAMPLES}/instance-types.example.json`));
   assert.ok(Array.isArray(offerings) && offerings.length > 0);
   for (const o of offerings) assert.ok(Object.hasOwn(types, o.instance_type), o.instance_type);
+});
+
+/** A values file in a temp dir, for mistakes written the way operators write them. */
+async function valuesFile(yaml: string): Promise<string> {
+  const path = await Deno.makeTempFile({ suffix: ".yaml" });
+  await Deno.writeTextFile(path, yaml);
+  return path;
+}
+
+const SCHEMA_ERROR = /values don't meet the specifications of the schema/;
+
+Deno.test("chart: values.schema.json rejects misspelled keys at render, naming them", async () => {
+  const file = await valuesFile("state:\n  persistance:\n    size: 2Gi\n");
+  try {
+    const cases: [string[], RegExp][] = [
+      [
+        ["--set", "state.persistance.size=2Gi"],
+        /at '\/state': additional properties 'persistance'/,
+      ],
+      [["-f", file], /at '\/state': additional properties 'persistance'/],
+      [["--set", "proxmox.tempalteVMID=9000"], /at '\/proxmox'.*'tempalteVMID'/],
+      [["--set", "credentials.token.secretname=x"], /at '\/credentials\/token'.*'secretname'/],
+      [["--set", "monitoring.serviceMonitor.enable=true"], /'enable' not allowed/],
+      [["--set", "pricing.perVCPUHour=0.1"], /at '\/pricing'.*'perVCPUHour'/],
+      [["--set", "reconcile_interval=5m"], /additional properties 'reconcile_interval'/],
+      [["--set", "helmTest.enabeld=false"], /'enabeld' not allowed/],
+      [["--set", "livenessProbe.httpGet.path=/x"], /at '\/livenessProbe'.*'httpGet'/],
+    ];
+    for (const [values, message] of cases) {
+      const res = await template([...MINIMAL, ...values]);
+      assert.equal(res.ok, false, `${values.join(" ")} must not render`);
+      assert.equal(res.stdout, "", "nothing rendered");
+      assert.match(res.stderr, SCHEMA_ERROR, values.join(" "));
+      assert.match(res.stderr, message, values.join(" "));
+    }
+  } finally {
+    await Deno.remove(file);
+  }
+});
+
+Deno.test("chart: values.schema.json rejects wrong types and malformed values at render", async () => {
+  const cases: [string[], RegExp][] = [
+    // Not --template-vmid=0: a word is an error.
+    [["--set", "proxmox.templateVMID=abc"], /at '\/proxmox\/templateVMID'/],
+    [["--set", "proxmox.templateVMID=99"], /at '\/proxmox\/templateVMID'/],
+    [["--set", "proxmox.templateVMID=1000000000"], /at '\/proxmox\/templateVMID'/],
+    [["--set", "ports.grpc=abc"], /at '\/ports\/grpc'.*want integer/],
+    [["--set", "ports.metrics=70000"], /at '\/ports\/metrics'/],
+    [["--set", "useFakeBackend=yes"], /at '\/useFakeBackend'.*want boolean/],
+    [["--set", "tls.enabled=1"], /at '\/tls\/enabled'.*want boolean/],
+    [["--set", "reflection=off"], /at '\/reflection'/],
+    [["--set", "reconcileInterval=5"], /at '\/reconcileInterval'/],
+    [["--set", "reconcileInterval=5x"], /at '\/reconcileInterval'/],
+    [["--set", "reconcileInterval=-1m"], /at '\/reconcileInterval'/],
+    [["--set", "pricing.perVcpuHour=cheap"], /at '\/pricing\/perVcpuHour'/],
+    [["--set", "pricing.perGiBHour=-0.1"], /at '\/pricing\/perGiBHour'/],
+    [["--set", "pricing.prices.pve\\.large=free"], /at '\/pricing\/prices\/pve\.large'/],
+    [["--set", "bootstrap.path=relative/path"], /at '\/bootstrap\/path'/],
+    [["--set", "bootstrap.exec=/bin/sh"], /at '\/bootstrap\/exec'.*want array/],
+    [["--set", "bootstrap.exec={/bin/sh,}"], /at '\/bootstrap\/exec\/1'/],
+    [["--set", "provider=dc1/a"], /at '\/provider'/],
+    [["--set", "state.persistence.accessModes={ReadWriteSometimes}"], /accessModes\/0/],
+    [["--set", "image.pullPolicy=Sometimes"], /at '\/image\/pullPolicy'/],
+    [["--set", "monitoring.serviceMonitor.interval=30"], /serviceMonitor\/interval/],
+    [["--set", 'monitoring.prometheusRule.job=a"b'], /prometheusRule\/job/],
+    [["--set", "extraArgs={reconcile-interval=5m}"], /at '\/extraArgs\/0'/],
+  ];
+  for (const [values, message] of cases) {
+    const res = await template([...MINIMAL, ...values]);
+    assert.equal(res.ok, false, `${values.join(" ")} must not render`);
+    assert.match(res.stderr, SCHEMA_ERROR, values.join(" "));
+    assert.match(res.stderr, message, values.join(" "));
+  }
+  // The spellings an operator may legitimately use still render.
+  for (
+    const values of [
+      ["--set-string", "proxmox.templateVMID=9000"],
+      ["--set", "proxmox.templateVMID=999999999"],
+      ["--set", "reconcileInterval=0"],
+      ["--set", "reconcileInterval=1h30m"],
+      ["--set", "reconcileInterval=1.5s"],
+      ["--set", "pricing.perVcpuHour=0"],
+      ["--set", "pricing.perGiBHour=.5"],
+      ["--set", "image.tag=1.2"],
+      ["--set", "global.anything=1"],
+    ]
+  ) {
+    const res = await template([...MINIMAL, ...values]);
+    assert.ok(res.ok, `${values.join(" ")}: ${res.stderr}`);
+  }
+});
+
+Deno.test("chart: structured bootstrap, pricing, reconcile and reflection values reach the loader", async () => {
+  const ms = await render([
+    ...MINIMAL,
+    ...WITH_FILES,
+    "--set",
+    "bootstrap.path=/opt/bigfleet/join",
+    "--set",
+    "bootstrap.exec={/usr/bin/env,bash,-e}",
+    "--set",
+    "pricing.prices.pve\\.large=0.05",
+    "--set",
+    "pricing.prices.pve\\.small=0.0125",
+    "--set",
+    "pricing.perVcpuHour=0.004",
+    "--set",
+    "pricing.perGiBHour=0.001",
+    "--set",
+    "reconcileInterval=45s",
+    "--set",
+    "reflection=false",
+  ]);
+  const a = args(ms);
+  const tail = a.slice(
+    a.indexOf("--instance-types=/etc/bigfleet/instance-types/instance-types.json"),
+  );
+  assert.deepEqual(tail, [
+    "--instance-types=/etc/bigfleet/instance-types/instance-types.json",
+    // Keys sorted, so the pod template (and the pod) is stable across renders.
+    "--prices=pve.large=0.05,pve.small=0.0125",
+    "--price-per-vcpu-hour=0.004",
+    "--price-per-gib-hour=0.001",
+    "--bootstrap-path=/opt/bigfleet/join",
+    "--bootstrap-exec=/usr/bin/env,bash,-e",
+    "--reconcile-interval=45s",
+    "--reflection=false",
+  ]);
+  const cfg = await loadRendered(ms);
+  assert.equal(cfg.bootstrapPath, "/opt/bigfleet/join");
+  assert.deepEqual(cfg.bootstrapExec, ["/usr/bin/env", "bash", "-e"]);
+  assert.equal(cfg.reconcileIntervalMs, 45_000);
+  assert.equal(cfg.reflection, false);
+  const types = JSON.parse(await Deno.readTextFile(`${EXAMPLES}/instance-types.example.json`));
+  for (const slot of cfg.slots) {
+    const explicit: Record<string, number> = { "pve.large": 0.05, "pve.small": 0.0125 };
+    const t = types[slot.instanceType];
+    const synthetic = t.vcpu * 0.004 + (t.memory_mib / 1024) * 0.001;
+    assert.ok(
+      Math.abs(slot.pricePerHour - (explicit[slot.instanceType] ?? synthetic)) < 1e-9,
+      `${slot.id} priced ${slot.pricePerHour}`,
+    );
+  }
+
+  // Unset values leave the provider's defaults alone: no flag at all.
+  const bare = await loadRendered(await render(MINIMAL));
+  assert.equal(bare.bootstrapPath, "/run/bigfleet-bootstrap");
+  assert.deepEqual(bare.bootstrapExec, ["/bin/sh"]);
+  assert.equal(bare.reconcileIntervalMs, 2 * 60_000);
+  assert.equal(bare.reflection, true);
+
+  // 0 turns reconcile off, whether --set typed it as a number or a string.
+  for (const set of [["--set", "reconcileInterval=0"], ["--set-string", "reconcileInterval=0"]]) {
+    const off = await render([...MINIMAL, ...set]);
+    assert.ok(args(off).includes("--reconcile-interval=0"), args(off).join(" "));
+    assert.equal((await loadRendered(off)).reconcileIntervalMs, 0);
+  }
+});
+
+Deno.test("chart: extraArgs come last, so one can override a generated flag", async () => {
+  const ms = await render([
+    ...MINIMAL,
+    "--set",
+    "reconcileInterval=5m",
+    "--set",
+    "extraArgs={--reconcile-interval=7m}",
+  ]);
+  const a = args(ms);
+  assert.equal(a.at(-1), "--reconcile-interval=7m");
+  assert.ok(a.includes("--reconcile-interval=5m"));
+  assert.equal((await loadRendered(ms)).reconcileIntervalMs, 7 * 60_000);
+});
+
+Deno.test("chart: helm test Pod runs preflight with the Deployment's flags and files, minus state", async () => {
+  for (const values of [[...MINIMAL, ...WITH_FILES], FULL, MTLS]) {
+    const ms = await render(values);
+    const what = values.join(" ");
+    const pod = one(ms, "Pod", "-preflight");
+    assert.equal(pod.metadata.name, `${NAME}-preflight`);
+    assert.equal(pod.metadata.annotations["helm.sh/hook"], "test");
+    assert.equal(pod.metadata.annotations["helm.sh/hook-delete-policy"], "before-hook-creation");
+    const test = preflightPod(ms);
+    const serving = deploymentPod(ms);
+    assert.equal(test.spec.restartPolicy, "Never");
+    assert.equal(test.container.image, serving.container.image);
+    assert.equal(test.container.imagePullPolicy, serving.container.imagePullPolicy);
+    assert.deepEqual(test.container.securityContext, serving.container.securityContext);
+    assert.deepEqual(test.spec.securityContext, serving.spec.securityContext);
+    assert.deepEqual(test.container.env, serving.container.env);
+    assert.equal(test.spec.serviceAccountName, serving.spec.serviceAccountName);
+    assert.equal(test.spec.automountServiceAccountToken, false);
+
+    // `<binary> preflight <the serving flags>`; the state file stays with the serving pod.
+    const [sub, ...flags] = test.container.args as string[];
+    assert.equal(sub, "preflight", what);
+    assert.deepEqual(flags, args(ms).filter((x) => !x.startsWith("--state=")), what);
+    const noState = (xs: Manifest[]) => xs.filter((x) => x.name !== "state");
+    assert.deepEqual(test.spec.volumes, noState(serving.spec.volumes), what);
+    assert.deepEqual(test.container.volumeMounts, noState(serving.container.volumeMounts), what);
+    // The loader accepts the flags with only the files this pod mounts.
+    const cfg = await loadInPod(ms, test, flags);
+    assert.equal(cfg.backend, "proxmox");
+    assert.equal(cfg.statePath, "");
+
+    // The Service must never route BigFleet's calls to the test Pod.
+    const selector = one(ms, "Service").spec.selector;
+    const labels = pod.metadata.labels;
+    assert.ok(
+      Object.entries(selector).some(([k, v]) => labels[k] !== v),
+      `Service selector ${JSON.stringify(selector)} must not match ${JSON.stringify(labels)}`,
+    );
+  }
+
+  const extra = preflightPod(await render([...MINIMAL, "--set", "helmTest.extraArgs={-o,json}"]));
+  assert.deepEqual(extra.container.args.slice(-2), ["-o", "json"]);
+  assert.equal(extra.container.args[0], "preflight");
+
+  // Off by value, and never for the fake backend (nothing to check).
+  for (const values of [[...MINIMAL, "--set", "helmTest.enabled=false"], FAKE]) {
+    const ms = await render([...values]);
+    assert.ok(!ms.some((m) => m.kind === "Pod"), values.join(" "));
+  }
+  assert.ok(
+    !(await render([...FAKE, "--set", "helmTest.enabled=true"])).some((m) => m.kind === "Pod"),
+  );
+});
+
+Deno.test("chart: values.yaml, values.schema.json and docs/install.md describe the same values", async () => {
+  const { parse } = await import("yaml");
+  const values = parse(await Deno.readTextFile(`${ROOT}deploy/helm/values.yaml`));
+  const schema = JSON.parse(await Deno.readTextFile(`${ROOT}deploy/helm/values.schema.json`));
+  // Key paths the schema closes (objects with their own properties) ...
+  const schemaPaths: string[] = [];
+  // deno-lint-ignore no-explicit-any
+  const walkSchema = (node: any, prefix: string) => {
+    for (const [k, sub] of Object.entries(node.properties ?? {})) {
+      // deno-lint-ignore no-explicit-any
+      const s = (sub as any).$ref
+        ? schema.definitions[(sub as { $ref: string }).$ref.split("/").at(-1)!]
+        : sub;
+      schemaPaths.push(`${prefix}${k}`);
+      if (s.additionalProperties === false) walkSchema(s, `${prefix}${k}.`);
+    }
+  };
+  walkSchema(schema, "");
+  // ... and the same paths in values.yaml, where every one has a default.
+  const valuePaths: string[] = [];
+  const walkValues = (node: Manifest, prefix: string, schemaNode: Manifest) => {
+    for (const [k, v] of Object.entries(node)) {
+      valuePaths.push(`${prefix}${k}`);
+      const sub = schemaNode.properties?.[k];
+      const s = sub?.$ref ? schema.definitions[sub.$ref.split("/").at(-1)] : sub;
+      if (s?.additionalProperties === false && v && typeof v === "object") {
+        walkValues(v as Manifest, `${prefix}${k}.`, s);
+      }
+    }
+  };
+  walkValues(values, "", schema);
+  assert.deepEqual(
+    valuePaths.sort(),
+    schemaPaths.filter((p) => p !== "global").sort(),
+    "every schema key has a default in values.yaml, and nothing else is there",
+  );
+
+  // Every top-level value is in the install guide's values table.
+  const install = await Deno.readTextFile(`${ROOT}docs/install.md`);
+  const table = install.slice(
+    install.indexOf("### Values"),
+    install.indexOf("### Render-time checks"),
+  );
+  for (const key of Object.keys(values)) {
+    assert.match(table, new RegExp("`" + key + "[`.]"), `docs/install.md § Values lists ${key}`);
+  }
 });
