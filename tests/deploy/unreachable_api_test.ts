@@ -56,13 +56,19 @@ Deno.test("startup: an unreachable API with a saved fleet serves, and reconcile 
   const dir = await Deno.makeTempDir();
   const state = `${dir}/state.kv`;
   try {
-    // A fleet saved by an earlier run (any backend writes the same state).
+    // A fleet saved by an earlier run (any backend writes the same state), with
+    // the same offerings, so the restart has no capacity change to apply.
+    const offerings = `${dir}/offerings.json`;
+    await Deno.writeTextFile(
+      offerings,
+      JSON.stringify([{ instance_type: "pve.small", zone: "pve1", count: 4 }]),
+    );
     const first = await startProvider({
       args: fakeProviderArgs({
-        seed: 4,
+        seed: 0,
         state,
         provider: "proxmox",
-        extra: ["--default-zone=pve"],
+        extra: [`--offerings=${offerings}`],
       }),
     });
     const h = new Harness(first.addr);
@@ -72,7 +78,12 @@ Deno.test("startup: an unreachable API with a saved fleet serves, and reconcile 
     assert.ok(saved > 0);
 
     const proc = await startWithMetrics(
-      [`--state=${state}`, "--reconcile-interval=200ms", ...(await realArgs(dir))],
+      [
+        `--state=${state}`,
+        `--offerings=${offerings}`,
+        "--reconcile-interval=200ms",
+        ...(await realArgs(dir)),
+      ],
       { real: true },
     );
     const h2 = new Harness(proc.addr);
