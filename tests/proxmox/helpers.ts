@@ -100,12 +100,13 @@ export interface Rig {
   [Symbol.asyncDispose](): Promise<void>;
 }
 
-/** Start a simulator and a backend on it; `await using` tears both down. */
+/** Start a simulator and a backend on it (`prepare` runs in between); `await using` tears both down. */
 export async function rig(
   simOpts: SimOptions = {},
   over: Partial<ProxmoxConfig> | ((sim: Simulator) => Partial<ProxmoxConfig>) = {},
   deps: ProxmoxDeps = {},
   extra: Partial<Config> = {},
+  prepare?: (sim: Simulator) => void,
 ): Promise<Rig> {
   captureLogs();
   const sim = await startSimulator({
@@ -119,6 +120,7 @@ export async function rig(
     },
     ...simOpts,
   });
+  prepare?.(sim);
   const cfg = configFor(sim, typeof over === "function" ? over(sim) : over, extra);
   const observed: Observed[] = [];
   let backend: Backend;
