@@ -13,7 +13,6 @@ export interface SlotSpec {
   instanceType: string;
   /** The BigFleet zone, which is a Proxmox node name on the real backend. */
   zone: string;
-  templateVmid: number;
   vcpu: number;
   memoryMib: number;
 }

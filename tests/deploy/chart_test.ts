@@ -442,7 +442,7 @@ Deno.test("chart: the program's config loader accepts what each example renders"
   assert.equal(minimal.proxmox?.tokenSecret, FAKE_TOKEN);
   assert.equal(minimal.proxmox?.caPem, FAKE_CERT);
   assert.equal(minimal.proxmox?.pool, "bigfleet");
-  assert.equal(minimal.templateVmid, 9000);
+  assert.deepEqual(minimal.template, { kind: "vmid", vmid: 9000 });
   assert.equal(minimal.statePath, "/var/lib/bigfleet/state.kv");
   assert.equal(minimal.offeringsSource, "/etc/bigfleet/offerings/offerings.json");
   assert.ok(minimal.catalog.has("pve.large"));
