@@ -12,7 +12,13 @@ import { getLogger } from "@logtape/logtape";
 import type { InstanceType } from "../config/types.ts";
 import { BackendError, type SlotSpec } from "../kit/backend.ts";
 import type { Located, ProxmoxContext } from "./context.ts";
-import { isTransient, ProxmoxApiError, refusedWith, serverTextOf } from "./errors.ts";
+import {
+  isTransient,
+  ProxmoxApiError,
+  refusedWith,
+  serverTextOf,
+  TaskFailedError,
+} from "./errors.ts";
 import {
   buildDescription,
   machineTag,
@@ -161,8 +167,10 @@ export function createCloner(
         if (signal.aborted) throw err;
         const text = serverTextOf(err);
         const refused = started.error !== null;
-        if (refused && await sourceLocked(ctx, err, tmpl, signal)) {
-          // Locked between our look and the POST (a backup starting): wait again, no attempt used.
+        // Nothing was cloned when the POST or its task met a lock on the source
+        // (a backup starting between our look and the clone): wait again, no attempt used.
+        const nothingMade = refused || err instanceof TaskFailedError;
+        if (nothingMade && await sourceLocked(ctx, err, tmpl, signal)) {
           log.info("template {vmid} was locked when cloned; waiting", {
             vmid: tmpl.vmid,
             error: text,

@@ -87,6 +87,22 @@ Deno.test("locks: a lock taken between the check and the clone POST is waited ou
   assert.equal(r.sim.vm(vmidOf(hostRef))!.status, "running");
 });
 
+Deno.test("locks: a lock met by the clone task (taken after the POST) is waited out too", async () => {
+  await using r = await rig();
+  let backup: Promise<void> | undefined;
+  r.sim.faults.onRequest = (method, path) => {
+    if (backup === undefined && method === "POST" && path.endsWith("/clone")) {
+      // After the POST's own checks, before its worker starts.
+      queueMicrotask(() => backup = r.sim.backupVm(9000, 300));
+    }
+  };
+  const { hostRef } = await r.backend.create(slot("pve1"), signal());
+  assert.ok(backup, "the lock was taken mid-Create");
+  const failed = r.sim.tasks().filter((t) => t.type === "qmclone" && t.exitstatus !== "OK");
+  assert.deepEqual(failed.map((t) => t.exitstatus), ["VM is locked (backup)"]);
+  assert.equal(r.sim.vm(vmidOf(hostRef))!.status, "running");
+});
+
 Deno.test("locks: the wait for a template lock ends with Create's signal", async () => {
   await using r = await rig();
   r.sim.setLock(9000, "backup");
