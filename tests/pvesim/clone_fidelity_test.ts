@@ -167,6 +167,14 @@ Deno.test("protection: destroy refused at once, PUT protection=0 clears it", asy
     assert.equal(sim.tasks().filter((t) => t.type === "qmdestroy").length, 0);
     await api.data("PUT", `${base}/config`, { json: { protection: 0 } });
     assert.equal(sim.vm(newid)!.config.protection, 0);
+    // Set by hand (root editing the config), it refuses again.
+    sim.editConfig(newid, { protection: 1 });
+    assert.equal(
+      (await api.call("DELETE", base)).body.message,
+      `can't remove VM ${newid} - protection mode enabled\n`,
+    );
+    sim.editConfig(newid, { protection: null });
+    assert.equal("protection" in sim.vm(newid)!.config, false);
     const upid = await api.data("DELETE", `${base}?purge=1`) as string;
     assert.equal((await api.waitTask(upid)).exitstatus, "OK");
     assert.equal(sim.vm(newid), undefined);
@@ -198,6 +206,18 @@ Deno.test("locks: a template under backup refuses clone and config at once, unti
     assert.equal(r.body.message, "VM is locked (migrate)\n");
     sim.setLock(9000, undefined);
     assert.equal((await cloneAndWait(api)).status.exitstatus, "OK");
+    // A lock taken after the POST's checks but before its worker runs fails the task:
+    // the worker checks the source again under its own locks. onRequest stages that race.
+    let staged = false;
+    sim.faults.onRequest = (method, path) => {
+      if (!staged && method === "POST" && path.endsWith("/clone")) {
+        staged = true;
+        queueMicrotask(() => sim.setLock(9000, "backup"));
+      }
+    };
+    const late = await cloneAndWait(api);
+    assert.equal(late.status.exitstatus, "VM is locked (backup)");
+    assert.equal(sim.vm(late.newid), undefined, "nothing was created");
   }, { timing: FAST });
 });
 
