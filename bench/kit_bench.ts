@@ -23,7 +23,6 @@ function slots(n: number): Slot[] {
     resources: [["cpu", "1"], ["memory", "2Gi"]],
     allocatable: [["cpu", "8"], ["memory", "16Gi"]],
     labels: [],
-    templateVmid: 9000,
     vcpu: 8,
     memoryMib: 16384,
   }));
@@ -34,7 +33,7 @@ async function kitOf(n: number, store: StateStore): Promise<Kit> {
     provider: "bench",
     backend: createFakeBackend({ zones: ["pve-a"], delayMs: 0 }),
     store,
-    catalog: builtinCatalog(9000),
+    catalog: builtinCatalog({ kind: "vmid", vmid: 9000 }),
     slots: slots(n),
   });
 }

@@ -1,13 +1,11 @@
 // The instance-type catalog: the built-in pve.* sizes or an operator JSON file
-// `{name: {vcpu, memory_mib, template_vmid}}`, plus the allocatable it implies.
+// `{name: {vcpu, memory_mib, template_vmid | template_name}}`, plus the
+// allocatable it implies.
 
-import type { InstanceType } from "./types.ts";
-import { JsonObject, type JsonValue, kindOf, parseJson } from "./json.ts";
+import type { InstanceType, TemplateSource } from "./types.ts";
+import { JsonObject, kindOf, parseJson, positiveInt } from "./json.ts";
 import { quote } from "./errors.ts";
-
-/** Proxmox accepts VMIDs 100..999999999. */
-export const MIN_VMID = 100;
-export const MAX_VMID = 999_999_999;
+import { entryTemplate } from "./templates.ts";
 
 const BUILTIN: readonly [string, number, number][] = [
   ["pve.small", 2, 4096],
@@ -16,18 +14,22 @@ const BUILTIN: readonly [string, number, number][] = [
   ["pve.xlarge", 16, 32768],
 ];
 
-/** The built-in catalog, every entry cloning `templateVmid`. */
-export function builtinCatalog(templateVmid: number): Map<string, InstanceType> {
+/** The built-in catalog, every entry cloning from `template`. */
+export function builtinCatalog(template: TemplateSource): Map<string, InstanceType> {
   return new Map(
-    BUILTIN.map(([name, vcpu, memoryMib]) => [name, { name, vcpu, memoryMib, templateVmid }]),
+    BUILTIN.map(([name, vcpu, memoryMib]) => [name, { name, vcpu, memoryMib, template }]),
   );
 }
 
 /**
  * Parse a catalog file. Throws Error with the problem (the caller names the
- * flag and path). template_vmid 0 or absent takes `defaultTemplateVmid`.
+ * flag and path). An entry without template_vmid / template_name (or with
+ * template_vmid 0) takes `defaultTemplate`.
  */
-export function parseCatalog(text: string, defaultTemplateVmid: number): Map<string, InstanceType> {
+export function parseCatalog(
+  text: string,
+  defaultTemplate: TemplateSource,
+): Map<string, InstanceType> {
   const root = parseJson(text);
   if (!(root instanceof JsonObject)) {
     throw new Error(`want an object of instance types, got ${kindOf(root)}`);
@@ -43,12 +45,8 @@ export function parseCatalog(text: string, defaultTemplateVmid: number): Map<str
     const fields = new Map(entry.entries);
     const vcpu = positiveInt(fields.get("vcpu"), `${where}: vcpu`);
     const memoryMib = positiveInt(fields.get("memory_mib"), `${where}: memory_mib`);
-    const rawVmid = fields.get("template_vmid");
-    let templateVmid = defaultTemplateVmid;
-    if (rawVmid !== undefined && rawVmid !== null && rawVmid !== 0) {
-      templateVmid = vmid(rawVmid, `${where}: template_vmid`);
-    }
-    catalog.set(name, { name, vcpu, memoryMib, templateVmid });
+    const template = entryTemplate(fields, where) ?? defaultTemplate;
+    catalog.set(name, { name, vcpu, memoryMib, template });
   }
   return catalog;
 }
@@ -62,24 +60,6 @@ export function allocatableOf(it: InstanceType): [string, string][] {
 /** Catalog names in sorted (code-unit) order, as the built-in offerings pick from. */
 export function sortedNames(catalog: Map<string, InstanceType>): string[] {
   return [...catalog.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
-}
-
-/** Validate a VMID value from a file or flag. */
-export function vmid(v: JsonValue | undefined, what: string): number {
-  const n = positiveInt(v, what);
-  if (n < MIN_VMID || n > MAX_VMID) {
-    throw new Error(`${what} must be ${MIN_VMID}-${MAX_VMID}, got ${n}`);
-  }
-  return n;
-}
-
-function positiveInt(v: JsonValue | undefined, what: string): number {
-  if (v === undefined || v === null) throw new Error(`${what} is required`);
-  if (typeof v !== "number") throw new Error(`${what} must be a number, got ${kindOf(v)}`);
-  if (!Number.isSafeInteger(v) || v <= 0) {
-    throw new Error(`${what} must be a positive integer, got ${v}`);
-  }
-  return v;
 }
 
 // Names end up inside machine ids `<provider>/OnDemand/<type>/<zone>/<n>`.

@@ -28,6 +28,7 @@ export const FLAG_TABLE = {
   "default-zone": { kind: "string", default: "pve" },
   "instance-types": { kind: "string", default: "" },
   "template-vmid": { kind: "string", default: "9000" },
+  "template-name": { kind: "string", default: "" },
   "prices": { kind: "string", default: "" },
   "price-per-vcpu-hour": { kind: "string", default: "0.0030" },
   "price-per-gib-hour": { kind: "string", default: "0.0008" },

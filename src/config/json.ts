@@ -28,6 +28,16 @@ export function kindOf(v: JsonValue): string {
   return `a ${typeof v}`;
 }
 
+/** A required positive safe integer from a file; throws Error naming `what`. */
+export function positiveInt(v: JsonValue | undefined, what: string): number {
+  if (v === undefined || v === null) throw new Error(`${what} is required`);
+  if (typeof v !== "number") throw new Error(`${what} must be a number, got ${kindOf(v)}`);
+  if (!Number.isSafeInteger(v) || v <= 0) {
+    throw new Error(`${what} must be a positive integer, got ${v}`);
+  }
+  return v;
+}
+
 const ESCAPES: Record<string, string> = {
   '"': '"',
   "\\": "\\",

@@ -1,13 +1,21 @@
 // loadConfig: argv (+ the files it names) -> a validated Config, or one
 // ConfigError line naming the flag and the problem.
 
-import type { Config, InstanceType } from "./types.ts";
-import { parseFlags } from "./flags.ts";
+import { type Config, ConfigError, type InstanceType, type TemplateSource } from "./types.ts";
+import { FLAG_TABLE, type FlagValues, parseFlags } from "./flags.ts";
 import { flagError, forFlag, quote } from "./errors.ts";
 import { type ReadFile, readFlagFile, readFromDisk } from "./files.ts";
 import { parseTimerDuration } from "./duration.ts";
 import { parseListenAddr } from "./addr.ts";
-import { builtinCatalog, parseCatalog, vmid } from "./catalog.ts";
+import { builtinCatalog, parseCatalog } from "./catalog.ts";
+import {
+  describeTemplate,
+  namedZones,
+  parseTemplateName,
+  parseZoneVmids,
+  uncoveredOffering,
+  vmid,
+} from "./templates.ts";
 import {
   builtinOfferings,
   expandSlots,
@@ -39,10 +47,7 @@ export async function loadConfig(argv: string[], env: LoadEnv = {}): Promise<Con
     "reconcile-interval",
     () => parseTimerDuration(f["reconcile-interval"]),
   );
-  const templateVmid = forFlag(
-    "template-vmid",
-    () => vmid(parseInteger(f["template-vmid"]), "VMID"),
-  );
+  const template = defaultTemplate(f["template-vmid"], f["template-name"]);
   const seedCount = forFlag("seed-count", () => {
     const n = parseInteger(f["seed-count"]);
     if (n < 0) throw new Error(`must be >= 0, got ${n}`);
@@ -61,7 +66,7 @@ export async function loadConfig(argv: string[], env: LoadEnv = {}): Promise<Con
   const backend = chooseBackend(f);
   const proxmox = backend === "proxmox" ? await loadProxmox(f, readFile) : null;
 
-  const catalog = await loadCatalog(f["instance-types"], templateVmid, readFile);
+  const catalog = await loadCatalog(f["instance-types"], template, readFile);
   const candidateZones = proxmox ? proxmox.nodes : [`${defaultZone}-a`, `${defaultZone}-b`];
   let offerings: Offering[];
   let zones: string[];
@@ -78,6 +83,7 @@ export async function loadConfig(argv: string[], env: LoadEnv = {}): Promise<Con
     );
     zones = zonesOf(offerings);
   }
+  if (proxmox) checkTemplateZones(f, catalog, offerings, proxmox.nodes);
   const slots = expandSlots(offerings, catalog, provider, pricing);
 
   const tls = await loadTls(
@@ -95,7 +101,7 @@ export async function loadConfig(argv: string[], env: LoadEnv = {}): Promise<Con
     slots,
     offeringsSource: f.offerings === "" ? "built-in" : f.offerings,
     zones,
-    templateVmid,
+    template,
     bootstrapPath,
     bootstrapExec,
     reconcileIntervalMs,
@@ -108,12 +114,60 @@ export async function loadConfig(argv: string[], env: LoadEnv = {}): Promise<Con
 
 async function loadCatalog(
   path: string,
-  templateVmid: number,
+  template: TemplateSource,
   readFile: ReadFile,
 ): Promise<Map<string, InstanceType>> {
-  if (path === "") return builtinCatalog(templateVmid);
+  if (path === "") return builtinCatalog(template);
   const text = await readFlagFile("instance-types", path, readFile);
-  return forFile("instance-types", path, () => parseCatalog(text, templateVmid));
+  return forFile("instance-types", path, () => parseCatalog(text, template));
+}
+
+/** --template-name when set, else --template-vmid: one VMID, or zone=VMID pairs. */
+function defaultTemplate(vmidText: string, nameText: string): TemplateSource {
+  if (nameText !== "") {
+    if (vmidText !== FLAG_TABLE["template-vmid"].default) {
+      throw new ConfigError("set either --template-vmid or --template-name, not both");
+    }
+    return forFlag("template-name", () => parseTemplateName(nameText));
+  }
+  return forFlag(
+    "template-vmid",
+    () =>
+      vmidText.includes("=")
+        ? parseZoneVmids(vmidText)
+        : { kind: "vmid", vmid: vmid(parseInteger(vmidText), "VMID") },
+  );
+}
+
+/**
+ * Every offering's zone must have a template, and a per-zone map may only
+ * name configured nodes. Reported against the flag the operator must fix.
+ */
+function checkTemplateZones(
+  f: FlagValues,
+  catalog: Map<string, InstanceType>,
+  offerings: readonly Offering[],
+  nodes: readonly string[],
+): void {
+  const typesFlag = f["instance-types"] !== "" ? "instance-types" : "template-vmid";
+  for (const it of catalog.values()) {
+    const stray = namedZones(it.template).find((z) => !nodes.includes(z));
+    if (stray !== undefined) {
+      throw flagError(
+        typesFlag,
+        `template of ${quote(it.name)} names zone ${quote(stray)}, which is not one of --nodes (${
+          nodes.join(",")
+        })`,
+      );
+    }
+  }
+  const gap = uncoveredOffering(catalog, offerings);
+  if (gap === null) return;
+  const what = `${quote(gap.instanceType)} has no template for zone ${quote(gap.zone)} (${
+    describeTemplate(gap.template)
+  })`;
+  if (f.offerings !== "") throw flagError("offerings", `offering ${gap.index}: ${what}`);
+  throw flagError(typesFlag, `${what}, which the built-in offerings use`);
 }
 
 /** Like forFlag, with the file path in the message. */

@@ -147,7 +147,6 @@ export function expandSlots(
         resources: o.resources.map(([k, v]) => [k, v]),
         allocatable: allocatable.map(([k, v]) => [k, v]),
         labels: o.labels.map(([k, v]) => [k, v]),
-        templateVmid: it.templateVmid,
         vcpu: it.vcpu,
         memoryMib: it.memoryMib,
       });

@@ -10,12 +10,25 @@ export interface ListenAddr {
   raw: string;
 }
 
+/**
+ * Where an instance type's VMs are cloned from. A clone placed on another
+ * node than its template's needs every template volume on shared storage
+ * (docs/configuration.md#templates-one-per-node-or-one-on-shared-storage).
+ */
+export type TemplateSource =
+  /** One template for every zone: on shared storage, or every zone is its node. */
+  | { kind: "vmid"; vmid: number }
+  /** A template per zone (node), usually each on that node's local storage. */
+  | { kind: "per-zone"; vmids: ReadonlyMap<string, number> }
+  /** On each zone's node, the one template with this name. */
+  | { kind: "name"; name: string };
+
 export interface InstanceType {
   name: string;
   vcpu: number;
   memoryMib: number;
-  /** Already resolved: a catalog entry with 0 takes --template-vmid. */
-  templateVmid: number;
+  /** Already resolved: a catalog entry without one takes --template-vmid / --template-name. */
+  template: TemplateSource;
 }
 
 /** One speculative slot: a future machine, fully described before any VM exists. */
@@ -30,7 +43,6 @@ export interface Slot {
   /** From the catalog: cpu = vCPU, memory = `NGi` or `NMi`. */
   allocatable: [string, string][];
   labels: [string, string][];
-  templateVmid: number;
   vcpu: number;
   memoryMib: number;
 }
@@ -69,7 +81,8 @@ export interface Config {
   offeringsSource: string;
   /** Zones the slots live in, in first-seen order. */
   zones: string[];
-  templateVmid: number;
+  /** The default template source: --template-name when set, else --template-vmid. */
+  template: TemplateSource;
   bootstrapPath: string;
   bootstrapExec: string[];
   reconcileIntervalMs: number;

@@ -10,10 +10,10 @@ export interface SlotSpec {
   machineId: string;
   /** The kit's operation id for this Create (recorded on the VM for adoption). */
   operationId: string;
+  /** Catalog name; a backend maps (instance type, zone) to its source (e.g. a template) itself. */
   instanceType: string;
   /** The BigFleet zone, which is a Proxmox node name on the real backend. */
   zone: string;
-  templateVmid: number;
   vcpu: number;
   memoryMib: number;
 }

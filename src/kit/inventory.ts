@@ -30,7 +30,6 @@ export function orphanMachine(provider: string, vm: ManagedVm): MachineRecord {
       resources: [],
       allocatable: [],
       labels: [],
-      templateVmid: 0,
       vcpu: 0,
       memoryMib: 0,
     }),

@@ -296,7 +296,6 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
             operationId: opId,
             instanceType: m.instanceType,
             zone: m.zone,
-            templateVmid: type.templateVmid,
             vcpu: type.vcpu,
             memoryMib: type.memoryMib,
           }, signal);

@@ -19,6 +19,7 @@ import { describeManaged } from "./describe.ts";
 import { deleteVm, drainNode, ensureRunning, runBootstrap } from "./lifecycle.ts";
 import { hostRefOf } from "./naming.ts";
 import { locateOwned } from "./ownership.ts";
+import { checkOfferingTemplates } from "./templates.ts";
 import { secondsSince } from "./util.ts";
 
 const log = getLogger(["bigfleet", "proxmox"]);
@@ -41,7 +42,17 @@ export async function createProxmoxBackend(
     },
     cloning: new Map(),
   };
-  const cloneOrAdopt = createCloner(ctx, px.pool);
+  // A zone its template cannot reach is refused now, not once per Create.
+  await checkOfferingTemplates(
+    ctx,
+    cfg.catalog,
+    cfg.slots,
+    AbortSignal.timeout(timing.startupCheckMs),
+  ).catch((err) => {
+    ctx.api.close();
+    throw err;
+  });
+  const cloneOrAdopt = createCloner(ctx, px.pool, cfg.catalog);
   /** One Create per machine at a time inside this process; a second call joins the first. */
   const creating = new Map<string, Promise<Located>>();
 

@@ -1,6 +1,7 @@
 // Create's VM step: adopt the VM a previous or concurrent attempt already made
 // for the machine (found by its marker, waiting out in-flight clones), or
-// clone the template into a fresh VMID, then apply the slot's sizing.
+// clone the zone's template (templates.ts; waiting out a lock such as a
+// backup's) into a fresh VMID, then apply the slot's sizing.
 //
 // nextid reserves nothing, so VMIDs are allocated under a process-wide mutex,
 // held as reserved until their clone task ends, and remembered for a while
@@ -8,10 +9,16 @@
 // before anything is cloned again.
 
 import { getLogger } from "@logtape/logtape";
+import type { InstanceType } from "../config/types.ts";
 import { BackendError, type SlotSpec } from "../kit/backend.ts";
-import { agentEnabled } from "./agent.ts";
 import type { Located, ProxmoxContext } from "./context.ts";
-import { isTransient, ProxmoxApiError, serverTextOf } from "./errors.ts";
+import {
+  isTransient,
+  ProxmoxApiError,
+  refusedWith,
+  serverTextOf,
+  TaskFailedError,
+} from "./errors.ts";
 import {
   buildDescription,
   machineTag,
@@ -23,6 +30,7 @@ import {
 } from "./naming.ts";
 import { relocate } from "./ownership.ts";
 import { waitTask } from "./tasks.ts";
+import { findTemplate, type TemplateRef } from "./templates.ts";
 import { sleep } from "../kit/deadline.ts";
 import { createMutex, mapLimit } from "./util.ts";
 import {
@@ -42,8 +50,18 @@ const log = getLogger(["bigfleet", "proxmox"]);
 /** Task/sync failure texts of a lost newid race (proxmox-api.md §7). */
 const RACE_RE = /config file already exists|can't lock file '[^']*lock-\d+\.conf'|File exists/i;
 
-/** Clones go into `pool` ("" for none); the VMID memory lives as long as the returned function. */
-export function createCloner(ctx: ProxmoxContext, pool: string): CloneOrAdopt {
+/** A source VM refusing a clone because of its config lock (`VM is locked (backup)`). */
+const SOURCE_LOCKED_RE = /^VM is locked \(/;
+
+/**
+ * Clones go into `pool` ("" for none) from the catalog's templates; the VMID
+ * memory lives as long as the returned function.
+ */
+export function createCloner(
+  ctx: ProxmoxContext,
+  pool: string,
+  catalog: ReadonlyMap<string, InstanceType>,
+): CloneOrAdopt {
   const { api, nodes, timing, cloning } = ctx;
   const cloneMutex = createMutex();
   /** VMIDs handed to a clone POST whose task has not finished: nextid cannot see them yet. */
@@ -75,27 +93,54 @@ export function createCloner(ctx: ProxmoxContext, pool: string): CloneOrAdopt {
     throw new BackendError("no free VMID found");
   }
 
-  /** Clone the template into a fresh VMID, retrying lost races. */
+  /** The zone's template for the slot's type, once no lock (a backup, a migration) is on it. */
+  async function unlockedTemplate(slot: SlotSpec, signal: AbortSignal): Promise<TemplateRef> {
+    const type = catalog.get(slot.instanceType);
+    if (type === undefined) {
+      throw new BackendError(`instance type ${slot.instanceType} is not in the catalog`);
+    }
+    let delayMs = timing.settleMs;
+    for (let polls = 0;; polls++) {
+      const tmpl = await findTemplate(ctx, type.template, slot.zone, signal);
+      const lock = tmpl.config?.lock;
+      if (typeof lock !== "string" || lock === "") return tmpl;
+      if (polls === 0) {
+        log.info("template {vmid} on {node} is locked ({lock}); waiting", {
+          vmid: tmpl.vmid,
+          node: tmpl.node,
+          lock,
+          machineId: slot.machineId,
+        });
+      }
+      // Backups take minutes: back off so many waiting Creates stay cheap.
+      await sleep(delayMs, signal);
+      delayMs = Math.min(delayMs * 2, timing.settleMs * 10);
+    }
+  }
+
+  /** Clone the zone's template into a fresh VMID, retrying lost races and waiting out locks. */
   async function cloneNew(slot: SlotSpec, signal: AbortSignal): Promise<Located> {
-    const srcNode = await locateTemplate(ctx, slot.templateVmid, signal);
     const body = {
       newid: 0,
       name: vmName(slot.machineId),
       // Name and marker go in the clone itself so an in-flight clone is recognisable.
       description: buildDescription(slot.machineId, slot.operationId),
       full: 1,
-      target: slot.zone !== srcNode ? slot.zone : undefined,
       pool: pool !== "" ? pool : undefined,
     };
-    for (let attempt = 1;; attempt++) {
+    for (let attempt = 1;;) {
+      const tmpl = await unlockedTemplate(slot, signal);
+      const srcNode = tmpl.node;
+      const what = `clone of template ${tmpl.vmid}`;
       const started = await cloneMutex.run(async () => {
         const vmid = await allocateVmid(signal);
         reserved.add(vmid);
         cloning.set(vmid, slot.machineId);
         try {
           const upid = await api.post(
-            `${vmPath(srcNode, slot.templateVmid)}/clone`,
-            { ...body, newid: vmid },
+            `${vmPath(srcNode, tmpl.vmid)}/clone`,
+            // No target on the template's own node: only shared storage allows one.
+            { ...body, newid: vmid, target: slot.zone !== srcNode ? slot.zone : undefined },
             signal,
           );
           return { vmid, upid, error: null as unknown };
@@ -107,18 +152,12 @@ export function createCloner(ctx: ProxmoxContext, pool: string): CloneOrAdopt {
       try {
         if (started.error !== null) throw started.error;
         log.info("cloning template {template} into VM {vmid} on {node}", {
-          template: slot.templateVmid,
+          template: tmpl.vmid,
           vmid,
           node: slot.zone,
           machineId: slot.machineId,
         });
-        await waitTask(
-          api,
-          started.upid,
-          `clone of template ${slot.templateVmid} into VM ${vmid}`,
-          timing.task,
-          signal,
-        );
+        await waitTask(api, started.upid, `${what} into VM ${vmid}`, timing.task, signal);
         const config = await readConfig(api, slot.zone, vmid, signal);
         if (config === null) {
           throw new BackendError(`VM ${vmid} not found on ${slot.zone} after its clone finished`);
@@ -128,16 +167,27 @@ export function createCloner(ctx: ProxmoxContext, pool: string): CloneOrAdopt {
         if (signal.aborted) throw err;
         const text = serverTextOf(err);
         const refused = started.error !== null;
+        // Nothing was cloned when the POST or its task met a lock on the source
+        // (a backup starting between our look and the clone): wait again, no attempt used.
+        const nothingMade = refused || err instanceof TaskFailedError;
+        if (nothingMade && await sourceLocked(ctx, err, tmpl, signal)) {
+          log.info("template {vmid} was locked when cloned; waiting", {
+            vmid: tmpl.vmid,
+            error: text,
+          });
+          continue;
+        }
+        attempt++;
         if (
           (RACE_RE.test(text) ||
             (refused && await legacyRaceLost(ctx, err, srcNode, vmid, signal))) &&
-          attempt < timing.raceAttempts
+          attempt <= timing.raceAttempts
         ) {
           log.warn("lost a VMID race for {vmid}; retrying with a new id", { vmid, error: text });
           lostRace.set(vmid, Date.now() + 60_000);
           continue;
         }
-        if (started.error !== null && isTransient(err) && attempt < timing.raceAttempts) {
+        if (started.error !== null && isTransient(err) && attempt <= timing.raceAttempts) {
           // The clone may have started behind the proxy error: look for it before cloning again.
           log.warn("clone POST for VM {vmid} failed ambiguously; looking for it", {
             vmid,
@@ -270,38 +320,17 @@ async function resolveCandidate(
   return null;
 }
 
-/** The template's node (and config when readable), checked for an enabled guest agent. */
-async function locateTemplate(
+/** Whether a refused clone POST met a lock on its source (legacy servers: by its config). */
+function sourceLocked(
   ctx: ProxmoxContext,
-  vmid: number,
+  err: unknown,
+  tmpl: TemplateRef,
   signal: AbortSignal,
-): Promise<string> {
-  const { api, nodes } = ctx;
-  let listed: string | null = null;
-  try {
-    listed = (await listResources(api, signal)).find((e) => e.vmid === vmid)?.node ?? null;
-  } catch (err) {
-    if (!isPermissionError(err)) throw err;
-  }
-  const order = listed ? [listed, ...nodes.filter((n) => n !== listed)] : nodes;
-  for (const node of order) {
-    let config: VmConfig | null;
-    try {
-      config = await readConfig(api, node, vmid, signal);
-    } catch (err) {
-      if (signal.aborted) throw err;
-      if (node === listed && isPermissionError(err)) return node;
-      continue;
-    }
-    if (config === null) continue;
-    if (!agentEnabled(config.agent)) {
-      throw new BackendError(
-        `template VM ${vmid} does not enable the QEMU guest agent (config 'agent'); clones could never be bootstrapped`,
-      );
-    }
-    return node;
-  }
-  throw new BackendError(`template VM ${vmid} not found on any node (${nodes.join(", ")})`);
+): Promise<boolean> {
+  return refusedWith(err, SOURCE_LOCKED_RE, async () => {
+    const lock = (await readConfig(ctx.api, tmpl.node, tmpl.vmid, signal))?.lock;
+    return typeof lock === "string" && lock !== "";
+  });
 }
 
 /**
@@ -351,7 +380,13 @@ async function settleAmbiguousClone(
   return null;
 }
 
-/** PUT sizing, tags and marker; skipped when the config already matches. */
+/**
+ * PUT sizing, tags and marker; skipped when the config already matches.
+ * Clones inherit every template key (docs/proxmox-notes.md "What a clone
+ * inherits"): vCPUs are sockets × cores unless `vcpus` caps them, so the
+ * count is pinned with sockets 1 and no vcpus; an inherited `protection`
+ * would make every later destroy fail, so it is cleared.
+ */
 async function applySizing(
   ctx: ProxmoxContext,
   loc: Located,
@@ -361,25 +396,34 @@ async function applySizing(
   const { api, timing } = ctx;
   const want = {
     cores: slot.vcpu,
+    sockets: 1,
     memory: slot.memoryMib,
+    protection: 0,
     tags: tagsFor(slot.machineId),
     description: buildDescription(slot.machineId, slot.operationId),
   };
   const matches = (c: VmConfig) =>
     Number(c.cores) === want.cores &&
+    Number(c.sockets ?? 1) === 1 &&
+    c.vcpus === undefined &&
+    !Number(c.protection ?? 0) &&
     Number(String(c.memory ?? "").replace(/^current=/, "")) === want.memory &&
     [MANAGED_TAG, machineTag(slot.machineId)].every((t) => parseTags(c.tags).includes(t)) &&
     parseMarker(c.description)?.machineId === slot.machineId;
-  if (matches(loc.config)) return;
+  let config = loc.config;
+  if (matches(config)) return;
   for (let attempt = 1;; attempt++) {
     try {
-      await api.put(`${vmPath(loc.node, loc.vmid)}/config`, want, signal);
+      // `delete` may only name keys the PUT does not also set; an unset one is a mere warning.
+      const body = config.vcpus !== undefined ? { ...want, delete: "vcpus" } : want;
+      await api.put(`${vmPath(loc.node, loc.vmid)}/config`, body, signal);
       return;
     } catch (err) {
       if (!isTransient(err) || attempt >= timing.actionAttempts || signal.aborted) throw err;
       // The PUT may have landed behind the proxy error: look before repeating it.
       const now = await readConfig(api, loc.node, loc.vmid, signal);
       if (now !== null && matches(now)) return;
+      if (now !== null) config = now;
       await sleep(timing.settleMs, signal);
     }
   }

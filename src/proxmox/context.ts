@@ -29,6 +29,8 @@ export interface Timing {
   /** Clone attempts after lost VMID races. */
   raceAttempts: number;
   probeTimeoutMs: number;
+  /** Bound of the startup template check; what it cannot check by then is left to Create. */
+  startupCheckMs: number;
 }
 
 export interface ProxmoxDeps {
@@ -67,4 +69,5 @@ export const DEFAULT_TIMING: Timing = {
   cloneSettleMs: 10_000,
   raceAttempts: 5,
   probeTimeoutMs: 15_000,
+  startupCheckMs: 30_000,
 };

@@ -76,3 +76,23 @@ export function serverTextOf(err: unknown): string {
 export function isAbort(err: unknown, signal: AbortSignal): boolean {
   return signal.aborted || (err instanceof DOMException && err.name === "AbortError");
 }
+
+/**
+ * Whether a refusal means what `re` matches: by the server's text (HTTP or
+ * task), or, for a legacy server's bare 500 (no text over fetch), by
+ * `evidence` read from the cluster.
+ */
+export async function refusedWith(
+  err: unknown,
+  re: RegExp,
+  evidence: () => Promise<boolean>,
+): Promise<boolean> {
+  const text = serverTextOf(err);
+  if (text !== "") return re.test(text);
+  if (!(err instanceof ProxmoxApiError) || err.status !== 500) return false;
+  try {
+    return await evidence();
+  } catch {
+    return false;
+  }
+}

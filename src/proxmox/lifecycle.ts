@@ -15,6 +15,7 @@ import {
 import type { Located, ProxmoxContext } from "./context.ts";
 import { isTransient } from "./errors.ts";
 import { followMove, ownedBy, requireHostRef } from "./ownership.ts";
+import { isProtected, refusedForProtection, unprotect } from "./protection.ts";
 import { sleep } from "../kit/deadline.ts";
 import {
   destroyVm,
@@ -198,7 +199,13 @@ export async function deleteVm(
   }
   const st = await readStatus(api, node, vmid, signal);
   if (st !== null && st.status !== "stopped") await stopVm(api, node, vmid, vmTiming, signal);
-  await destroyVm(api, node, vmid, vmTiming, signal);
+  // Ours by its marker, so protection (inherited or set since) is ours to clear.
+  if (isProtected(config)) await unprotect(api, node, vmid, vmTiming, signal);
+  await destroyVm(api, node, vmid, vmTiming, signal).catch(async (err) => {
+    if (signal.aborted || !(await refusedForProtection(api, node, vmid, err, signal))) throw err;
+    await unprotect(api, node, vmid, vmTiming, signal);
+    await destroyVm(api, node, vmid, vmTiming, signal);
+  });
   if ((await readConfig(api, node, vmid, signal)) !== null) {
     throw new BackendError(`VM ${vmid} still exists on ${node} after its destroy task`);
   }

@@ -476,7 +476,7 @@ Deno.test("chart: the program's config loader accepts what each example renders"
   assert.equal(minimal.proxmox?.tokenSecret, FAKE_TOKEN);
   assert.equal(minimal.proxmox?.caPem, FAKE_CERT);
   assert.equal(minimal.proxmox?.pool, "bigfleet");
-  assert.equal(minimal.templateVmid, 9000);
+  assert.deepEqual(minimal.template, { kind: "vmid", vmid: 9000 });
   assert.equal(minimal.statePath, "/var/lib/bigfleet/state.kv");
   assert.equal(minimal.offeringsSource, "/etc/bigfleet/offerings/offerings.json");
   assert.ok(minimal.catalog.has("pve.large"));
@@ -557,6 +557,40 @@ Deno.test("chart: a large templateVMID renders as an integer, not a float", asyn
   assert.ok(args(ms).includes("--template-vmid=100000000"), args(ms).join(" "));
   const none = await render([...MINIMAL, "--set", "proxmox.templateVMID="]);
   assert.ok(!args(none).some((a) => a.startsWith("--template-vmid")));
+});
+
+Deno.test("chart: a template per node renders as a node=VMID list the program accepts", async () => {
+  const perNode = await render([
+    ...MINIMAL,
+    "-f",
+    await valuesFile("proxmox:\n  templateVMID:\n    pve2: 9001\n    pve1: 9000\n"),
+  ]);
+  const argv = args(perNode);
+  assert.ok(argv.includes("--template-vmid=pve1=9000,pve2=9001"), argv.join(" "));
+  const cfg = await loadRendered(perNode);
+  assert.deepEqual(cfg.template, {
+    kind: "per-zone",
+    vmids: new Map([["pve1", 9000], ["pve2", 9001]]),
+  });
+
+  const byName = await render([
+    ...MINIMAL,
+    "--set",
+    "proxmox.templateVMID=",
+    "--set",
+    "proxmox.templateName=k8s-golden",
+  ]);
+  assert.ok(args(byName).includes("--template-name=k8s-golden"), args(byName).join(" "));
+  assert.ok(!args(byName).some((a) => a.startsWith("--template-vmid")));
+  assert.deepEqual((await loadRendered(byName)).template, { kind: "name", name: "k8s-golden" });
+
+  const bad = await template([
+    ...MINIMAL,
+    "-f",
+    await valuesFile("proxmox:\n  templateVMID:\n    pve1: 12\n"),
+  ]);
+  assert.ok(!bad.ok);
+  assert.match(bad.stderr, /templateVMID/);
 });
 
 Deno.test("chart: helm lint --strict passes with each example values file", async () => {

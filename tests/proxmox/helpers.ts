@@ -2,7 +2,8 @@
 // fast timings, and a log capture used to prove secrets never reach logs.
 
 import { configureSync, type LogRecord, resetSync } from "@logtape/logtape";
-import type { Config, ProxmoxConfig } from "../../src/config/types.ts";
+import { builtinCatalog } from "../../src/config/catalog.ts";
+import type { Config, ProxmoxConfig, TemplateSource } from "../../src/config/types.ts";
 import type { Backend } from "../../src/kit/backend.ts";
 import {
   type ApiOp,
@@ -49,6 +50,9 @@ export function captureLogs(): void {
   });
 }
 
+/** The simulator's default template: VM 9000 on pve1, on shared storage. */
+export const DEFAULT_TEMPLATE: TemplateSource = { kind: "vmid", vmid: 9000 };
+
 export function configFor(
   sim: Simulator,
   over: Partial<ProxmoxConfig> = {},
@@ -70,11 +74,11 @@ export function configFor(
     backend: "proxmox",
     fakeDelayMs: 0,
     proxmox,
-    catalog: new Map(),
+    catalog: builtinCatalog(DEFAULT_TEMPLATE),
     slots: [],
     offeringsSource: "built-in",
     zones: proxmox.nodes,
-    templateVmid: 9000,
+    template: DEFAULT_TEMPLATE,
     bootstrapPath: "/run/bigfleet-bootstrap",
     bootstrapExec: ["/bin/sh"],
     reconcileIntervalMs: 0,
@@ -100,12 +104,13 @@ export interface Rig {
   [Symbol.asyncDispose](): Promise<void>;
 }
 
-/** Start a simulator and a backend on it; `await using` tears both down. */
+/** Start a simulator and a backend on it (`prepare` runs in between); `await using` tears both down. */
 export async function rig(
   simOpts: SimOptions = {},
   over: Partial<ProxmoxConfig> | ((sim: Simulator) => Partial<ProxmoxConfig>) = {},
   deps: ProxmoxDeps = {},
   extra: Partial<Config> = {},
+  prepare?: (sim: Simulator) => void,
 ): Promise<Rig> {
   captureLogs();
   const sim = await startSimulator({
@@ -119,6 +124,7 @@ export async function rig(
     },
     ...simOpts,
   });
+  prepare?.(sim);
   const cfg = configFor(sim, typeof over === "function" ? over(sim) : over, extra);
   const observed: Observed[] = [];
   let backend: Backend;
@@ -155,7 +161,6 @@ export function slot(
     operationId: `op-${seq}`,
     instanceType: "pve.small",
     zone,
-    templateVmid: 9000,
     vcpu: 2,
     memoryMib: 4096,
     ...over,

@@ -61,7 +61,7 @@ Deno.test("clone: phases (nameless lock, full config, moved to target) and inher
     const tmpl = sim.vm(9000)!;
     assert.notEqual(full.net0, tmpl.config.net0);
     assert.notEqual(full.smbios1, tmpl.config.smbios1);
-    assert.equal(full.scsi0, "local-lvm:vm-101-disk-0,size=20G");
+    assert.equal(full.scsi0, "ceph-vm:vm-101-disk-0,size=20G");
 
     // Phase 3: done, moved, in the pool.
     const st = await api.waitTask(upid);
@@ -91,7 +91,7 @@ Deno.test("clone: defaults (linked for template, Copy-of-VM name, template descr
     const c = sim.vm(newid)!.config;
     assert.equal(c.name, "Copy-of-VM-tmpl-k8s");
     assert.equal(c.description, "base");
-    assert.equal(c.scsi0, `local-lvm:base-9000-disk-0/vm-${newid}-disk-0,size=20G`);
+    assert.equal(c.scsi0, `ceph-vm:base-9000-disk-0/vm-${newid}-disk-0,size=20G`);
     // Linked-clone options and full copies of non-templates.
     const storage = await api.call("POST", "/nodes/pve1/qemu/9000/clone", {
       json: { newid: 300, storage: "local-lvm" },

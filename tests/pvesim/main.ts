@@ -1,9 +1,11 @@
 // Standalone simulator for manual use:
 //   deno run --allow-all tests/pvesim/main.ts --port 8006 [--nodes pve1,pve2] [--secret S]
 //     [--token-id ID] [--legacy-errors] [--audit-hidden] [--auth-fail-delay MS] [--slow]
-// --slow uses real-PVE-like timings (clone 20 s, agent boot 15 s, RRD lag 10 s).
+//     [--time-scale F]
+// --slow uses real-PVE timings (REAL_TIMING: a 3 minute clone, agent boot 25 s, RRD lag 10 s);
+// --time-scale F the same multiplied by F.
 
-import { startSimulator } from "./mod.ts";
+import { REAL_TIMING, scaledTiming, startSimulator } from "./mod.ts";
 import type { SimOptions } from "./types.ts";
 
 function arg(name: string): string | undefined {
@@ -25,17 +27,8 @@ const opts: SimOptions = {
   authFailDelayMs: Number(arg("auth-fail-delay") ?? 0),
   certDir: arg("cert-dir"),
 };
-if (flag("slow")) {
-  opts.timing = {
-    cloneMs: 20000,
-    cloneNamelessMs: 8000,
-    taskMs: 1500,
-    agentBootMs: 15000,
-    resourcesLagMs: 10000,
-    execMs: 2000,
-    lockTimeoutMs: 1000,
-  };
-}
+if (flag("slow")) opts.timing = REAL_TIMING;
+if (arg("time-scale") !== undefined) opts.timing = scaledTiming(Number(arg("time-scale")));
 
 const sim = await startSimulator(opts);
 console.log(`pvesim listening on ${sim.url}`);

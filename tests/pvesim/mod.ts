@@ -9,8 +9,10 @@ import { cloneRoutes } from "./routes/clone.ts";
 import { clusterRoutes } from "./routes/cluster.ts";
 import { nodeRoutes } from "./routes/nodes.ts";
 import { qemuRoutes } from "./routes/qemu.ts";
+import { storageRoutes } from "./routes/storage.ts";
 import { SimServer } from "./server.ts";
 import { ClusterState } from "./state.ts";
+import { DEFAULT_STORAGES } from "./storage.ts";
 import { TaskRegistry, Timers } from "./tasks.ts";
 import type { SimOptions, SimRequestLog, SimTiming, Simulator } from "./types.ts";
 
@@ -27,18 +29,43 @@ export const DEFAULT_TIMING: SimTiming = {
   lockTimeoutMs: 200,
 };
 
+/**
+ * Durations of a real cluster (ms): a full clone of a 32 GiB disk between
+ * LVM-thin volumes takes minutes, almost all of it the first disk copy during
+ * which the clone has no name; pvestatd publishes every 10 s; a guest boots
+ * its agent in tens of seconds. Scale with scaledTiming for tests.
+ */
+export const REAL_TIMING: SimTiming = {
+  cloneMs: 180_000,
+  cloneNamelessMs: 170_000,
+  taskMs: 1_500,
+  agentBootMs: 25_000,
+  resourcesLagMs: 10_000,
+  execMs: 2_000,
+  lockTimeoutMs: 1_000,
+};
+
+/** Every duration of `t` multiplied by `factor` (e.g. 1/1000: a 3 minute clone takes 180 ms). */
+export function scaledTiming(factor: number, t: SimTiming = REAL_TIMING): SimTiming {
+  const out = { ...t };
+  for (const k of Object.keys(out) as (keyof SimTiming)[]) out[k] = Math.round(t[k] * factor);
+  return out;
+}
+
 const ROUTES: Route[] = [
   ...clusterRoutes,
   ...nodeRoutes,
   ...qemuRoutes,
   ...cloneRoutes,
   ...agentRoutes,
+  ...storageRoutes,
 ];
 
 export async function startSimulator(opts: SimOptions = {}): Promise<Simulator> {
   const nodes = opts.nodes ?? ["pve1", "pve2"];
   const timing: SimTiming = { ...DEFAULT_TIMING, ...opts.timing };
   const state = new ClusterState(nodes, opts.pools ?? ["bigfleet"], timing);
+  for (const st of opts.storages ?? DEFAULT_STORAGES) state.addStorage(st);
   const templates = opts.templates ?? [{
     vmid: 9000,
     node: nodes[0],
@@ -123,6 +150,25 @@ export async function startSimulator(opts: SimOptions = {}): Promise<Simulator> 
       state.vms.delete(vmid);
     },
     addVm: (t) => void state.addTemplate(t),
+    setLock: (vmid, lock) => {
+      const vm = mustVm(vmid);
+      if (lock === undefined) delete vm.config.lock;
+      else vm.config.lock = lock;
+    },
+    backupVm: async (vmid, ms) => {
+      const vm = mustVm(vmid);
+      vm.config.lock = "backup";
+      await timers.sleep(ms);
+      if (vm.config.lock === "backup") delete vm.config.lock;
+    },
+    editConfig: (vmid, changes) => {
+      const vm = mustVm(vmid);
+      for (const [k, v] of Object.entries(changes)) {
+        if (v === null) delete vm.config[k];
+        else vm.config[k] = v;
+      }
+      state.publish(vm);
+    },
     close: async () => {
       if (closed) return;
       closed = true;

@@ -243,6 +243,7 @@ export class SimServer {
     }
     log.params = input;
     const params = validate(m.route.schema, input);
+    o.core.faults.onRequest?.(method, path);
 
     if (isForbidden(o.core.faults, path)) {
       const [aclPath, priv] = m.route.perm(params);

@@ -4,7 +4,16 @@
 import { createHash } from "node:crypto";
 import { lockedError, noConfig } from "./errors.ts";
 import { normaliseTags } from "./params.ts";
-import type { SimExec, SimFileWrite, SimLxc, SimTemplate, SimTiming, SimVm } from "./types.ts";
+import { type StorageRecord, storageRecord } from "./storage.ts";
+import type {
+  SimExec,
+  SimFileWrite,
+  SimLxc,
+  SimStorage,
+  SimTemplate,
+  SimTiming,
+  SimVm,
+} from "./types.ts";
 
 export type ConfigValue = string | number;
 
@@ -30,7 +39,6 @@ export interface VmRecord {
   qemuPid: number;
   pool?: string;
   foreign: boolean;
-  sharedStorage: boolean;
   rrd: RrdPoint[];
   files: Map<string, Uint8Array>;
   dirs: Set<string>;
@@ -89,7 +97,6 @@ export function newVmRecord(vmid: number, node: string, config: Record<string, C
     startedAt: 0,
     qemuPid: 0,
     foreign: false,
-    sharedStorage: true,
     rrd: [],
     files: new Map(),
     dirs: new Set(GUEST_DIRS),
@@ -104,7 +111,11 @@ export function newVmRecord(vmid: number, node: string, config: Record<string, C
   return vm;
 }
 
-export function templateConfig(t: SimTemplate): Record<string, ConfigValue> {
+/** A seeded guest's config; its disk goes on `diskStorage`. */
+export function templateConfig(
+  t: SimTemplate,
+  diskStorage = "local-lvm",
+): Record<string, ConfigValue> {
   const c: Record<string, ConfigValue> = {
     name: t.name,
     cores: t.cores ?? 2,
@@ -118,14 +129,21 @@ export function templateConfig(t: SimTemplate): Record<string, ConfigValue> {
   };
   const isTemplate = t.template ?? true;
   c.scsi0 = isTemplate
-    ? `local-lvm:base-${t.vmid}-disk-0,size=20G`
-    : `local-lvm:vm-${t.vmid}-disk-0,size=20G`;
+    ? `${diskStorage}:base-${t.vmid}-disk-0,size=20G`
+    : `${diskStorage}:vm-${t.vmid}-disk-0,size=20G`;
   if (t.agent !== null) c.agent = t.agent ?? "1";
   if (t.tags !== undefined && t.tags !== "") c.tags = normaliseTags(t.tags);
   if (t.description !== undefined && t.description !== "") c.description = t.description;
   if (t.balloon !== undefined) c.balloon = t.balloon;
   if (isTemplate) c.template = 1;
+  Object.assign(c, t.config);
   return c;
+}
+
+/** qemu-server: vCPUs = sockets × cores, or `vcpus` when set. */
+export function effectiveVcpus(c: Record<string, ConfigValue>): number {
+  const max = Number(c.sockets ?? 1) * Number(c.cores ?? 1);
+  return c.vcpus !== undefined ? Number(c.vcpus) : max;
 }
 
 /** agent property string → enabled? ("1", "enabled=1,fstrim_cloned_disks=1", "0"). */
@@ -162,6 +180,8 @@ export class ClusterState {
   readonly pools: Set<string>;
   /** newid flocks held by clone workers (node-local in real PVE; keyed by node:vmid). */
   readonly cloneLocks = new Set<string>();
+  /** storage.cfg by storage id. */
+  readonly storages = new Map<string, StorageRecord>();
 
   constructor(
     readonly nodes: string[],
@@ -171,11 +191,21 @@ export class ClusterState {
     this.pools = new Set(pools);
   }
 
+  addStorage(s: SimStorage): void {
+    this.storages.set(s.id, storageRecord(s));
+  }
+
+  /** Where a seeded guest's disk goes when SimTemplate.storage does not say. */
+  defaultDiskStorage(shared: boolean): string {
+    const images = [...this.storages.values()].filter((s) => s.content.includes("images"));
+    return images.find((s) => s.shared === shared)?.id ?? "local-lvm";
+  }
+
   addTemplate(t: SimTemplate): VmRecord {
     const node = t.node ?? this.nodes[0];
-    const vm = newVmRecord(t.vmid, node, templateConfig(t));
+    const storage = t.storage ?? this.defaultDiskStorage(t.sharedStorage ?? true);
+    const vm = newVmRecord(t.vmid, node, templateConfig(t, storage));
     vm.foreign = true;
-    vm.sharedStorage = t.sharedStorage ?? true;
     vm.pool = t.pool;
     // Seeded guests have long been known to pvestatd.
     if (t.running && !(t.template ?? true)) {

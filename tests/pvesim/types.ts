@@ -20,6 +20,30 @@ export interface SimTemplate {
   /** Default true. false: clone with a different `target` is refused (local storage). */
   sharedStorage?: boolean;
   pool?: string;
+  /**
+   * Storage of the disk (`scsi0`). Default: the first shared storage with
+   * `images` content (`ceph-vm` with the default storages), or `local-lvm`
+   * when `sharedStorage` is false.
+   */
+  storage?: string;
+  /**
+   * More config keys, set last: `protection`, `sockets`, `vcpus`, `cpulimit`,
+   * an `ide2` ISO or cloud-init drive, a `lock`, ... (clones copy them all).
+   */
+  config?: Record<string, string | number>;
+}
+
+/** One storage.cfg entry. */
+export interface SimStorage {
+  id: string;
+  /** Plugin type: dir, lvmthin, lvm, zfspool, nfs, cifs, rbd, cephfs, ... */
+  type: string;
+  /** storage.cfg `shared`; nfs, cifs, rbd, cephfs, iscsi, zfs, ... are shared whatever it says. */
+  shared?: boolean;
+  /** Content types, e.g. "images,rootdir". Default: the plugin's. */
+  content?: string;
+  /** storage.cfg `nodes`: where it exists. Default: every node. */
+  nodes?: string[];
 }
 
 export interface SimLxc {
@@ -53,6 +77,8 @@ export interface SimOptions {
   lxc?: SimLxc[];
   /** Existing pools. Default ["bigfleet"]. */
   pools?: string[];
+  /** storage.cfg. Default: `local` (dir), `local-lvm` (lvmthin), `ceph-vm` (rbd, shared). */
+  storages?: SimStorage[];
   tokenId?: string;
   tokenSecret?: string;
   auditHidden?: boolean;
@@ -138,6 +164,10 @@ export interface SimFaults {
   forbidden: boolean | string | RegExp;
   /** Like SimOptions.auditHidden, switchable at run time. */
   auditHidden: boolean;
+  /** Storages the token has neither Datastore.Audit nor Datastore.AllocateSpace on: left out of GET /storage and resources. */
+  hiddenStorages: string[];
+  /** Called with every authenticated, routed request before it is handled (to stage races). */
+  onRequest?: (method: string, path: string) => void;
   /** Override the scripted guest: return a result to take over, undefined to fall through. */
   execHandler?: (argv: string[], stdin: Uint8Array, vmid: number) => GuestResult | undefined;
 }
@@ -240,5 +270,11 @@ export interface Simulator {
   deleteVmOutOfBand(vmid: number): void;
   /** Seed an extra VM or template at run time. */
   addVm(t: SimTemplate): void;
+  /** Set (or with undefined, clear) a VM's config `lock` by hand, as `qm set --lock` / `qm unlock` do. */
+  setLock(vmid: number, lock: string | undefined): void;
+  /** A vzdump run on the VM: `lock: backup` for `ms`, then unlocked. Resolves when it ends. */
+  backupVm(vmid: number, ms: number): Promise<void>;
+  /** Change config keys by hand (root on the node): `null` deletes a key. */
+  editConfig(vmid: number, changes: Record<string, string | number | null>): void;
   close(): Promise<void>;
 }

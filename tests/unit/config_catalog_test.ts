@@ -6,19 +6,22 @@ import {
   sortedNames,
 } from "../../src/config/catalog.ts";
 
+const T9000 = { kind: "vmid", vmid: 9000 } as const;
+
 Deno.test("catalog: built-in sizes clone the default template", () => {
-  const c = builtinCatalog(9100);
+  const template = { kind: "vmid", vmid: 9100 } as const;
+  const c = builtinCatalog(template);
   assert.deepEqual([...c.values()], [
-    { name: "pve.small", vcpu: 2, memoryMib: 4096, templateVmid: 9100 },
-    { name: "pve.medium", vcpu: 4, memoryMib: 8192, templateVmid: 9100 },
-    { name: "pve.large", vcpu: 8, memoryMib: 16384, templateVmid: 9100 },
-    { name: "pve.xlarge", vcpu: 16, memoryMib: 32768, templateVmid: 9100 },
+    { name: "pve.small", vcpu: 2, memoryMib: 4096, template },
+    { name: "pve.medium", vcpu: 4, memoryMib: 8192, template },
+    { name: "pve.large", vcpu: 8, memoryMib: 16384, template },
+    { name: "pve.xlarge", vcpu: 16, memoryMib: 32768, template },
   ]);
   assert.deepEqual(sortedNames(c), ["pve.large", "pve.medium", "pve.small", "pve.xlarge"]);
 });
 
 Deno.test("catalog: allocatable is whole GiB as Gi, else Mi", () => {
-  const it = { name: "x", vcpu: 8, memoryMib: 16384, templateVmid: 100 };
+  const it = { name: "x", vcpu: 8, memoryMib: 16384, template: T9000 };
   assert.deepEqual(allocatableOf(it), [["cpu", "8"], ["memory", "16Gi"]]);
   assert.deepEqual(allocatableOf({ ...it, vcpu: 3, memoryMib: 1536 }), [["cpu", "3"], [
     "memory",
@@ -33,17 +36,17 @@ Deno.test("catalog: file entries, order kept, template 0/absent takes the defaul
       "a.tiny": { vcpu: 1, memory_mib: 512, template_vmid: 0 },
       "m.mid": { vcpu: 2, memory_mib: 2048 },
     }),
-    9000,
+    T9000,
   );
   assert.deepEqual([...c.keys()], ["z.big", "a.tiny", "m.mid"]);
-  assert.equal(c.get("z.big")!.templateVmid, 9001);
-  assert.equal(c.get("a.tiny")!.templateVmid, 9000);
-  assert.equal(c.get("m.mid")!.templateVmid, 9000);
+  assert.deepEqual(c.get("z.big")!.template, { kind: "vmid", vmid: 9001 });
+  assert.equal(c.get("a.tiny")!.template, T9000);
+  assert.equal(c.get("m.mid")!.template, T9000);
   assert.deepEqual(sortedNames(c), ["a.tiny", "m.mid", "z.big"]);
 });
 
 Deno.test("catalog: a __proto__ type name is just a name", () => {
-  const c = parseCatalog('{"__proto__": {"vcpu": 1, "memory_mib": 1024}}', 9000);
+  const c = parseCatalog('{"__proto__": {"vcpu": 1, "memory_mib": 1024}}', T9000);
   assert.deepEqual([...c.keys()], ["__proto__"]);
 });
 
@@ -66,5 +69,5 @@ Deno.test("catalog: invalid files are rejected", () => {
     ['{"": {"vcpu": 2, "memory_mib": 1024}}', /name is empty/],
     ['{"a": {"vcpu": 2, "memory_mib": 1}, "a": {"vcpu": 2, "memory_mib": 1}}', /duplicate key/],
   ];
-  for (const [text, re] of bad) assert.throws(() => parseCatalog(text, 9000), re, text);
+  for (const [text, re] of bad) assert.throws(() => parseCatalog(text, T9000), re, text);
 });

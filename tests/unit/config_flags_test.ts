@@ -12,6 +12,7 @@ Deno.test("flags: defaults match product.md §3", () => {
   assert.equal(f["seed-count"], "32");
   assert.equal(f["default-zone"], "pve");
   assert.equal(f["template-vmid"], "9000");
+  assert.equal(f["template-name"], "");
   assert.equal(f["price-per-vcpu-hour"], "0.0030");
   assert.equal(f["price-per-gib-hour"], "0.0008");
   assert.equal(f["bootstrap-path"], "/run/bigfleet-bootstrap");
@@ -20,7 +21,7 @@ Deno.test("flags: defaults match product.md §3", () => {
   assert.equal(f["metrics-addr"], ":9090");
   assert.equal(f.reflection, true);
   assert.equal(f.state, "");
-  assert.equal(Object.keys(FLAG_TABLE).length, 30);
+  assert.equal(Object.keys(FLAG_TABLE).length, 31);
 });
 
 Deno.test("flags: every Go-style value syntax", () => {

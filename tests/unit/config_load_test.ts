@@ -23,7 +23,7 @@ Deno.test("load: fake defaults", async () => {
   assert.equal(c.provider, "proxmox");
   assert.equal(c.fakeDelayMs, 0);
   assert.equal(c.reconcileIntervalMs, 120_000);
-  assert.equal(c.templateVmid, 9000);
+  assert.deepEqual(c.template, { kind: "vmid", vmid: 9000 });
   assert.equal(c.bootstrapPath, "/run/bigfleet-bootstrap");
   assert.deepEqual(c.bootstrapExec, ["/bin/sh"]);
   assert.equal(c.statePath, "");
@@ -95,8 +95,8 @@ Deno.test("load: other values", async () => {
   assert.deepEqual(c.bootstrapExec, ["/bin/bash", "-e"]);
   assert.equal(c.bootstrapPath, "/tmp/b");
   assert.equal(c.reconcileIntervalMs, 0);
-  assert.equal(c.templateVmid, 123);
-  assert.ok(c.slots.every((s) => s.templateVmid === 123));
+  assert.deepEqual(c.template, { kind: "vmid", vmid: 123 });
+  assert.ok([...c.catalog.values()].every((t) => t.template === c.template));
   assert.equal(c.slots.find((s) => s.instanceType === "pve.large")!.pricePerHour, 1.25);
   assert.equal(c.slots.find((s) => s.instanceType === "pve.xlarge")!.pricePerHour, 0.16);
   assert.equal(c.addr.host, "::1");
@@ -178,7 +178,7 @@ Deno.test("load: files read through the env hook", async () => {
   ]);
   assert.deepEqual(c.slots[0].allocatable, [["cpu", "3"], ["memory", "3000Mi"]]);
   assert.deepEqual(c.slots[0].labels, [["__proto__", "p"]]);
-  assert.equal(c.slots[0].templateVmid, 777);
+  assert.deepEqual(c.catalog.get("t.one")!.template, { kind: "vmid", vmid: 777 });
   assert.equal(
     c.slots[0].pricePerHour,
     Math.round((3 * 0.003 + (3000 / 1024) * 0.0008) * 1e9) / 1e9,

@@ -9,7 +9,7 @@ import {
 import { builtinCatalog } from "../../src/config/catalog.ts";
 import type { Pricing } from "../../src/config/pricing.ts";
 
-const catalog = builtinCatalog(9000);
+const catalog = builtinCatalog({ kind: "vmid", vmid: 9000 });
 const pricing: Pricing = { explicit: new Map(), perVcpuHour: 0.003, perGibHour: 0.0008 };
 const fakeZones = ["pve-a", "pve-b"];
 
@@ -36,7 +36,12 @@ Deno.test("offerings: built-in uses the first two nodes; one node gives two buck
 });
 
 Deno.test("offerings: built-in with a one-type catalog", () => {
-  const one = new Map([["only", { name: "only", vcpu: 1, memoryMib: 1024, templateVmid: 100 }]]);
+  const one = new Map([["only", {
+    name: "only",
+    vcpu: 1,
+    memoryMib: 1024,
+    template: { kind: "vmid", vmid: 100 } as const,
+  }]]);
   assert.deepEqual(builtinOfferings(one, fakeZones, 3).map((o) => o.count), [2, 1]);
 });
 
@@ -56,7 +61,6 @@ Deno.test("offerings: built-in slots are fully described", () => {
     resources: [["cpu", "1"], ["memory", "2Gi"]],
     allocatable: [["cpu", "8"], ["memory", "16Gi"]],
     labels: [],
-    templateVmid: 9000,
     vcpu: 8,
     memoryMib: 16384,
   });

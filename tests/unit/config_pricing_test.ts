@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { parsePrice, parsePrices, priceOf, type Pricing } from "../../src/config/pricing.ts";
 import { builtinCatalog } from "../../src/config/catalog.ts";
 
-const catalog = builtinCatalog(9000);
+const catalog = builtinCatalog({ kind: "vmid", vmid: 9000 });
 const defaults: Pricing = { explicit: new Map(), perVcpuHour: 0.003, perGibHour: 0.0008 };
 
 Deno.test("pricing: synthetic price is exact, without float noise", () => {

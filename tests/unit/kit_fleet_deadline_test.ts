@@ -17,7 +17,6 @@ function machines(n: number): MachineRecord[] {
       resources: [],
       allocatable: [],
       labels: [],
-      templateVmid: 9000,
       vcpu: 8,
       memoryMib: 16384,
     }));

@@ -34,8 +34,19 @@ ReadWriteOnce volume) and preflight only checks the cluster.
 - "--use-fake-backend"
 {{- end }}
 {{- with $v.proxmox.templateVMID }}
+{{- if kindIs "map" . }}
+{{- $pairs := list }}
+{{- range $node, $vmid := . }}
+{{- $pairs = append $pairs (printf "%s=%d" $node ($vmid | int64)) }}
+{{- end }}
+- {{ printf "--template-vmid=%s" (join "," $pairs) | quote }}
+{{- else }}
 # int64: a large VMID read as a float would otherwise print as 1e+06.
 - {{ printf "--template-vmid=%d" (. | int64) | quote }}
+{{- end }}
+{{- end }}
+{{- with $v.proxmox.templateName }}
+- {{ printf "--template-name=%s" . | quote }}
 {{- end }}
 {{- if and .withState $v.state.enabled }}
 - {{ printf "--state=%s/%s" (include "bigfleet-proxmox.stateDir" $root) $v.state.fileName | quote }}

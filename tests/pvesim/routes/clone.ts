@@ -1,7 +1,9 @@
-// POST /nodes/{node}/qemu/{vmid}/clone: synchronous pre-checks, then a
-// qmclone worker that goes through the phases of §5 and the races of §7.
+// POST /nodes/{node}/qemu/{vmid}/clone: synchronous pre-checks (pool,
+// target, storages, source lock, local storage with a target, newid), then a
+// qmclone worker that copies every non-snapshot key of the source and its
+// drives one by one (the phases of §5) and loses the races of §7.
 
-import { ApiError, fail, TaskFailure } from "../errors.ts";
+import { ApiError, fail, lockedError, TaskFailure } from "../errors.ts";
 import { takeTaskError } from "../faults.ts";
 import { dnsName, NODE, nodeName, type Params, poolId, VMID, vmidFormat } from "../params.ts";
 import type { Route, SimCore } from "../router.ts";
@@ -12,6 +14,16 @@ import {
   templateConfig,
   type VmRecord,
 } from "../state.ts";
+import {
+  availableOn,
+  driveFile,
+  isCdrom,
+  isCloudinit,
+  isDriveKey,
+  type StorageRecord,
+  volumesOf,
+  volumeStorage,
+} from "../storage.ts";
 import { checkNode } from "./nodes.ts";
 import { openVm, vmPerm } from "./qemu.ts";
 
@@ -23,38 +35,96 @@ interface CloneArgs {
   pool?: string;
   target?: string;
   full: boolean;
+  /** Target storage of a full clone; default: each disk's own storage. */
+  storage?: string;
 }
 
 const existsText = (id: number) => `unable to create VM ${id}: config file already exists`;
 
-/** The config the clone gets after its first disk: the source's, re-identified. */
-function clonedConfig(src: VmRecord, a: CloneArgs): Record<string, ConfigValue> {
-  const c: Record<string, ConfigValue> = {};
+/** Keys a clone never copies: snapshot state and unused volumes (qemu-server clone_vm). */
+function skippedOnClone(key: string): boolean {
+  return ["snapshots", "parent", "snaptime", "vmstate", "snapstate", "template", "lock"]
+    .includes(key) || /^unused\d+$/.test(key);
+}
+
+/** pve-storage storage_config / storage_check_enabled, with their error texts. */
+function storageFor(core: SimCore, id: string, node?: string): StorageRecord {
+  const s = core.state.storages.get(id);
+  if (!s) throw fail(`storage '${id}' does not exist`);
+  if (node !== undefined && !availableOn(s, node)) {
+    throw fail(`storage '${id}' is not available on node '${node}'`);
+  }
+  return s;
+}
+
+/**
+ * qemu-server's check_storage_access_clone: true when every volume (disks,
+ * ISO and cloud-init drives alike) sits on shared storage; the physical
+ * `cdrom` and `none` do not count.
+ */
+function sharedVm(core: SimCore, config: VmRecord["config"]): boolean {
+  let shared = true;
+  for (const v of volumesOf(config)) {
+    if (v.storage === null) throw fail(`unable to parse volume ID '${v.volid}'`);
+    if (!storageFor(core, v.storage).shared) shared = false;
+  }
+  return shared;
+}
+
+/** The drives the worker copies (disks and cloud-init; CD-ROMs are copied as text), sorted. */
+function copiedDrives(config: VmRecord["config"]): string[] {
+  return Object.keys(config)
+    .filter((k) => isDriveKey(k) && !skippedOnClone(k))
+    .filter((k) => {
+      const file = driveFile(config[k]);
+      if (file === "none" || file === "cdrom" || file === "") return false;
+      return !isCdrom(config[k]) || isCloudinit(config[k]);
+    })
+    .sort();
+}
+
+/** The new volume for one copied drive. */
+function clonedDrive(src: VmRecord, key: string, a: CloneArgs): string {
+  const value = String(src.config[key]);
+  const [file, ...opts] = value.split(",");
+  const from = volumeStorage(file) ?? "local-lvm";
+  const rest = opts.length > 0 ? `,${opts.join(",")}` : "";
+  if (isCloudinit(value)) return `${a.storage ?? from}:vm-${a.newid}-cloudinit${rest}`;
+  const n = file.match(/-disk-(\d+)/)?.[1] ?? "0";
+  if (a.full) return `${a.storage ?? from}:vm-${a.newid}-disk-${n}${rest}`;
+  // A linked clone's volume names its base image.
+  return `${file}/vm-${a.newid}-disk-${n}${rest}`;
+}
+
+function newMac(): string {
+  const b = crypto.getRandomValues(new Uint8Array(3));
+  return ["BC", "24", "11", ...Array.from(b, (x) => x.toString(16).padStart(2, "0"))]
+    .join(":").toUpperCase();
+}
+
+/**
+ * The clone's config before its drives: every other key of the source
+ * (protection, sockets, vcpus, hookscript, NICs with their tags, ...), with
+ * fresh MACs and SMBIOS uuid, a new vmgenid if the source had one, the given
+ * name and description, and `lock: clone`.
+ */
+function clonedBase(src: VmRecord, a: CloneArgs): Record<string, ConfigValue> {
+  const c: Record<string, ConfigValue> = { lock: "clone" };
   for (const [k, v] of Object.entries(src.config)) {
-    if (k === "template" || k === "lock" || k === "description") continue;
-    c[k] = v;
-  }
-  c.name = a.name ?? `Copy-of-VM-${src.config.name ?? src.vmid}`;
-  const desc = a.description || src.config.description;
-  if (desc !== undefined && desc !== "") c.description = desc;
-  for (const [k, v] of Object.entries(c)) {
-    if (/^(scsi|virtio|sata|ide)\d+$/.test(k) && String(v).includes(`-${src.vmid}-disk-`)) {
-      const size = String(v).match(/size=[^,]+/)?.[0] ?? "size=20G";
-      const n = String(v).match(/-disk-(\d+)/)?.[1] ?? "0";
-      const base = String(v).split(",")[0];
-      c[k] = a.full
-        ? `local-lvm:vm-${a.newid}-disk-${n},${size}`
-        : `${base}/vm-${a.newid}-disk-${n},${size}`;
-    }
+    if (skippedOnClone(k)) continue;
+    if (isDriveKey(k) && copiedDrives(src.config).includes(k)) continue;
     if (/^net\d+$/.test(k)) {
-      const b = crypto.getRandomValues(new Uint8Array(3));
-      const mac = ["BC", "24", "11", ...Array.from(b, (x) => x.toString(16).padStart(2, "0"))]
-        .join(":").toUpperCase();
-      c[k] = String(v).replace(/=([0-9A-Fa-f]{2}:){5}[0-9A-Fa-f]{2}/, `=${mac}`);
-    }
+      c[k] = String(v).replace(/=([0-9A-Fa-f]{2}:){5}[0-9A-Fa-f]{2}/, `=${newMac()}`);
+    } else c[k] = v;
   }
-  Object.assign(c, freshIdentity());
-  c.lock = "clone";
+  const identity = freshIdentity();
+  const smbios = String(c.smbios1 ?? "");
+  c.smbios1 = /uuid=[^,]*/.test(smbios)
+    ? smbios.replace(/uuid=[^,]*/, identity.smbios1)
+    : [identity.smbios1, smbios].filter(Boolean).join(",");
+  if (c.vmgenid !== undefined) c.vmgenid = identity.vmgenid;
+  c.name = a.name ?? `Copy-of-VM-${src.config.name ?? src.vmid}`;
+  if (a.description) c.description = a.description;
   return c;
 }
 
@@ -133,21 +203,38 @@ async function cloneWorker(core: SimCore, srcVmid: number, a: CloneArgs): Promis
       );
     }
     if (existing || state.lxc.has(a.newid)) throw new TaskFailure(existsText(a.newid));
+    // The worker re-runs the pre-checks under its locks.
+    if (src.config.lock !== undefined) {
+      throw new TaskFailure(lockedError(String(src.config.lock)).message);
+    }
 
-    // Phase 1: temporary config, no name, while the first disk copies.
+    // Phase 1: the temporary config (`lock: clone` only) while the first disk copies.
     const vm = newVmRecord(a.newid, a.node, { lock: "clone" });
-    vm.sharedStorage = src.sharedStorage;
     state.vms.set(a.newid, vm);
     state.publish(vm);
-    await timers.sleep(timing.cloneNamelessMs);
-
-    // Phase 2: full config, still locked.
     const gone = () => state.vms.get(a.newid) !== vm;
-    if (gone()) throw new TaskFailure(`clone failed: unable to open file for VM ${a.newid}`);
-    vm.config = clonedConfig(src, a);
-    state.publish(vm);
-    await timers.sleep(Math.max(0, timing.cloneMs - timing.cloneNamelessMs));
-    if (gone()) throw new TaskFailure(`clone failed: unable to open file for VM ${a.newid}`);
+    const lost = () => new TaskFailure(`clone failed: unable to open file for VM ${a.newid}`);
+
+    // Phase 2: one drive after the other; the config is rewritten after each
+    // (still locked), so the name shows only once the first disk is done.
+    const drives = copiedDrives(src.config);
+    const base = clonedBase(src, a);
+    const rest = Math.max(0, timing.cloneMs - timing.cloneNamelessMs);
+    const later = rest / Math.max(1, drives.length);
+    const written: Record<string, ConfigValue> = {};
+    for (const [i, key] of drives.entries()) {
+      await timers.sleep(i === 0 ? timing.cloneNamelessMs : later);
+      if (gone()) throw lost();
+      written[key] = clonedDrive(src, key, a);
+      vm.config = { ...base, ...written };
+      state.publish(vm);
+    }
+    if (drives.length === 0) {
+      await timers.sleep(timing.cloneNamelessMs);
+      vm.config = { ...base };
+    }
+    await timers.sleep(later);
+    if (gone()) throw lost();
 
     const err = takeTaskError(faults, "qmclone");
     if (err !== undefined) {
@@ -195,6 +282,13 @@ export const cloneRoutes: Route[] = [
       if (a.target !== undefined && !core.state.isNode(a.target)) {
         throw fail(`no such cluster node '${a.target}'`);
       }
+      if (a.storage !== undefined) {
+        storageFor(core, a.storage, a.node);
+        if (a.target !== undefined) {
+          const s = storageFor(core, a.storage, a.target);
+          if (!s.shared) throw fail(`can't clone to non-shared storage '${a.storage}'`);
+        }
+      }
       const src = openVm(core, params);
       core.state.checkLock(src);
       if (params.snapname !== undefined) {
@@ -211,7 +305,8 @@ export const cloneRoutes: Route[] = [
       if (linked && !src.config.template) {
         throw fail("Linked clone feature is not supported for drive 'scsi0'");
       }
-      if (a.target !== undefined && a.target !== a.node && !src.sharedStorage) {
+      // Every volume counts, CD-ROM ISOs and cloud-init drives included.
+      if (!sharedVm(core, src.config) && a.target !== undefined) {
         throw fail(`can't clone VM to node '${a.target}' (VM uses local storage)`);
       }
       const race = takeRace(core);
@@ -246,5 +341,6 @@ function cloneArgs(p: Params): CloneArgs {
     pool: p.pool as string | undefined,
     target: target === node ? undefined : target,
     full: (p.full as boolean | undefined) ?? false,
+    storage: p.storage as string | undefined,
   };
 }

@@ -3,7 +3,8 @@
 import { fail, paramError } from "../errors.ts";
 import { vmidFormat } from "../params.ts";
 import type { Route, SimCore } from "../router.ts";
-import { usageStats, type VmRecord } from "../state.ts";
+import { effectiveVcpus, usageStats, type VmRecord } from "../state.ts";
+import { storageEntries } from "./storage.ts";
 
 const root = (): [string, string] => ["/", "Sys.Audit"];
 
@@ -46,12 +47,11 @@ function qemuEntry(core: SimCore, vm: VmRecord): Record<string, unknown> {
   // name/status/template come from pvestatd's RRD data, which lags.
   const rrd = core.state.rrdView(vm);
   if (rrd) {
-    const cores = Number(vm.config.cores ?? 1) * Number(vm.config.sockets ?? 1);
     Object.assign(e, {
       status: rrd.status,
       name: rrd.name,
       template: rrd.template,
-      maxcpu: cores,
+      maxcpu: effectiveVcpus(vm.config),
       ...usageStats(vm, rrd.status === "running"),
     });
   } else e.status = "unknown";
@@ -84,22 +84,7 @@ function resources(core: SimCore, type?: string): unknown[] {
       });
     }
   }
-  if (type === undefined || type === "storage") {
-    for (const n of state.nodes) {
-      out.push({
-        id: `storage/${n}/local-lvm`,
-        type: "storage",
-        storage: "local-lvm",
-        node: n,
-        status: "available",
-        plugintype: "lvmthin",
-        content: "images,rootdir",
-        shared: 0,
-        maxdisk: 1099511627776,
-        disk: 53687091200,
-      });
-    }
-  }
+  if (type === undefined || type === "storage") out.push(...storageEntries(core));
   if ((type === undefined || type === "vm") && !faults.auditHidden) {
     // Without VM.Audit guests are silently left out (no 403).
     for (const vm of [...state.vms.values()].sort((a, b) => a.vmid - b.vmid)) {

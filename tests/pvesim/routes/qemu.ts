@@ -14,7 +14,7 @@ import {
   VMID,
 } from "../params.ts";
 import type { Route, RouteCtx, SimCore } from "../router.ts";
-import { agentEnabled, usageStats, type VmRecord } from "../state.ts";
+import { agentEnabled, effectiveVcpus, usageStats, type VmRecord } from "../state.ts";
 import { checkNode } from "./nodes.ts";
 
 export const vmPerm = (priv: string) => (p: Params): [string, string] => [`/vms/${p.vmid}`, priv];
@@ -32,7 +32,7 @@ function statusCurrent(vm: VmRecord): Record<string, unknown> {
     vmid: vm.vmid,
     status: vm.status,
     name: c.name !== undefined ? String(c.name) : `VM ${vm.vmid}`,
-    cpus: Number(c.cores ?? 1) * Number(c.sockets ?? 1),
+    cpus: effectiveVcpus(c),
     ...usageStats(vm, running),
     ha: { managed: 0 },
   };
@@ -54,6 +54,9 @@ const CONFIG_SCHEMA: Schema = {
   vmid: VMID,
   cores: { type: "integer", optional: true, min: 1, max: 1024 },
   sockets: { type: "integer", optional: true, min: 1, max: 4 },
+  vcpus: { type: "integer", optional: true, min: 1, max: 512 },
+  cpulimit: { type: "string", optional: true },
+  protection: { type: "boolean", optional: true },
   memory: { type: "string", optional: true, format: memoryFormat },
   balloon: { type: "integer", optional: true, min: 0 },
   name: { type: "string", optional: true, format: dnsName },
@@ -76,10 +79,82 @@ function rejectSkiplock(params: Params): void {
 
 const META = new Set(["node", "vmid", "digest", "skiplock", "background_delay"]);
 
+/** qemu-server config options `delete` may name (a subset; indexed ones by pattern). */
+const OPTIONS = new Set([
+  "acpi",
+  "agent",
+  "args",
+  "autostart",
+  "balloon",
+  "bios",
+  "boot",
+  "bootdisk",
+  "cicustom",
+  "cipassword",
+  "citype",
+  "ciuser",
+  "cores",
+  "cpu",
+  "cpulimit",
+  "cpuunits",
+  "description",
+  "efidisk0",
+  "freeze",
+  "hookscript",
+  "hotplug",
+  "hugepages",
+  "kvm",
+  "localtime",
+  "lock",
+  "machine",
+  "memory",
+  "name",
+  "nameserver",
+  "numa",
+  "onboot",
+  "ostype",
+  "protection",
+  "reboot",
+  "scsihw",
+  "searchdomain",
+  "shares",
+  "smbios1",
+  "sockets",
+  "sshkeys",
+  "startup",
+  "tablet",
+  "tags",
+  "template",
+  "tpmstate0",
+  "vcpus",
+  "vga",
+  "vmgenid",
+  "vmstatestorage",
+  "watchdog",
+]);
+const INDEXED_OPTION = /^(ide|sata|scsi|virtio|net|unused|serial|usb|hostpci|numa|ipconfig)\d+$/;
+
+/** update_vm_api's `delete` checks: 400s before anything changes; unset keys are only warned about. */
+function deleteList(params: Params): string[] {
+  if (params.delete === undefined) return [];
+  const keys = String(params.delete).split(/[,;\s]+/).filter(Boolean)
+    .map((k) => (k === "cdrom" ? "ide2" : k));
+  for (const k of keys) {
+    if (params[k] !== undefined) {
+      throw paramError({ delete: `you can't use '-${k}' and -delete ${k}' at the same time` });
+    }
+    if (!OPTIONS.has(k) && !INDEXED_OPTION.test(k)) {
+      throw paramError({ delete: `unknown option '${k}'` });
+    }
+  }
+  return keys;
+}
+
 /** The config update shared by PUT (sync) and POST (in a qmconfig task). */
 function applyConfig(core: SimCore, vm: VmRecord, params: Params): void {
   const keys = Object.keys(params).filter((k) => !META.has(k));
   if (keys.length === 0) throw fail("no options specified");
+  const deletes = deleteList(params);
   core.state.checkLock(vm);
   if (params.digest !== undefined && params.digest !== core.state.digest(vm)) {
     throw fail("checksum mismatch (file change by other user?)");
@@ -103,9 +178,7 @@ function applyConfig(core: SimCore, vm: VmRecord, params: Params): void {
     else if (typeof v === "boolean") c[k] = v ? 1 : 0;
     else c[k] = v as string | number;
   }
-  if (params.delete !== undefined) {
-    for (const k of String(params.delete).split(/[,;\s]+/).filter(Boolean)) delete c[k];
-  }
+  for (const k of deletes) delete c[k];
   if (c.name !== nameBefore) core.state.publish(vm);
 }
 
@@ -127,6 +200,13 @@ function vmTask(
 function injected(core: SimCore, type: "qmstart" | "qmstop" | "qmdestroy" | "qmconfig"): void {
   const e = takeTaskError(core.faults, type);
   if (e !== undefined) throw new TaskFailure(e);
+}
+
+/** AbstractConfig check_protection, as destroy uses it. */
+function checkProtection(vm: VmRecord): void {
+  if (Number(vm.config.protection ?? 0)) {
+    throw fail(`can't remove VM ${vm.vmid} - protection mode enabled`);
+  }
 }
 
 /** Lock check inside a worker: the text ends up in the task exitstatus. */
@@ -268,7 +348,8 @@ export const qemuRoutes: Route[] = [
     handler: (ctx) => {
       rejectSkiplock(ctx.params);
       const vm = openVm(ctx.core, ctx.params);
-      // Checked before the fork, so it is a synchronous 500.
+      // Checked before the fork, so these are synchronous 500s.
+      checkProtection(vm);
       if (vm.status === "running") throw fail(`VM ${vm.vmid} is running - destroy failed`);
       return vmTask(ctx, "qmdestroy", async (v) => {
         const { core, params } = ctx;
@@ -276,6 +357,11 @@ export const qemuRoutes: Route[] = [
           throw new TaskFailure(noConfig(params.node as string, params.vmid as number).message);
         }
         taskCheckLock(v);
+        try {
+          checkProtection(v);
+        } catch (e) {
+          throw new TaskFailure((e as Error).message);
+        }
         if (v.status === "running") {
           throw new TaskFailure(`VM ${v.vmid} is running - destroy failed`);
         }

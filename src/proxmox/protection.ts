@@ -1,0 +1,52 @@
+// Proxmox's `protection` flag: destroy answers 500 `can't remove VM N -
+// protection mode enabled` while it is set (docs/proxmox-notes.md
+// "Protection"). Clones inherit it from their template; Create clears it
+// with the sizing, and Delete clears it on a VM the marker proves ours.
+
+import { getLogger } from "@logtape/logtape";
+import { isTransient, refusedWith } from "./errors.ts";
+import type { ApiClient } from "./http.ts";
+import { sleep } from "../kit/deadline.ts";
+import { readConfig, type VmConfig, vmPath, type VmTiming } from "./vm.ts";
+
+const log = getLogger(["bigfleet", "proxmox"]);
+
+export function isProtected(config: VmConfig | null): boolean {
+  return config !== null && Number(config.protection ?? 0) !== 0;
+}
+
+/** Whether a failed destroy was refused for protection (legacy servers: by the flag). */
+export function refusedForProtection(
+  api: ApiClient,
+  node: string,
+  vmid: number,
+  err: unknown,
+  signal: AbortSignal,
+): Promise<boolean> {
+  return refusedWith(
+    err,
+    /protection mode enabled/,
+    async () => isProtected(await readConfig(api, node, vmid, signal)),
+  );
+}
+
+/** PUT protection=0; a 596 is answered by reading the flag back. */
+export async function unprotect(
+  api: ApiClient,
+  node: string,
+  vmid: number,
+  timing: VmTiming,
+  signal: AbortSignal,
+): Promise<void> {
+  log.info("VM {vmid} has protection set; clearing it before the destroy", { vmid, node });
+  for (let attempt = 1;; attempt++) {
+    try {
+      await api.put(`${vmPath(node, vmid)}/config`, { protection: 0 }, signal);
+      return;
+    } catch (err) {
+      if (!isTransient(err) || attempt >= timing.actionAttempts || signal.aborted) throw err;
+      if (!isProtected(await readConfig(api, node, vmid, signal))) return;
+      await sleep(timing.settleMs, signal);
+    }
+  }
+}

@@ -1,0 +1,60 @@
+// GET /storage (storage.cfg as the token may see it) and the storage
+// entries of /cluster/resources.
+
+import type { Route, SimCore } from "../router.ts";
+import { availableOn, type StorageRecord } from "../storage.ts";
+
+/** Storages the caller has Datastore.Audit or Datastore.AllocateSpace on; the rest are left out, never 403. */
+export function visibleStorages(core: SimCore): StorageRecord[] {
+  return [...core.state.storages.values()]
+    .filter((s) => !core.faults.hiddenStorages.includes(s.id))
+    .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+}
+
+/** One `/cluster/resources` entry per storage and node it exists on. */
+export function storageEntries(core: SimCore): Record<string, unknown>[] {
+  const out: Record<string, unknown>[] = [];
+  for (const n of core.state.nodes) {
+    for (const s of visibleStorages(core)) {
+      if (!availableOn(s, n)) continue;
+      out.push({
+        id: `storage/${n}/${s.id}`,
+        type: "storage",
+        storage: s.id,
+        node: n,
+        status: "available",
+        plugintype: s.type,
+        content: s.content,
+        shared: s.shared ? 1 : 0,
+        maxdisk: 1099511627776,
+        disk: 53687091200,
+      });
+    }
+  }
+  return out;
+}
+
+export const storageRoutes: Route[] = [
+  {
+    method: "GET",
+    pattern: "/storage",
+    schema: { type: { type: "string", optional: true } },
+    // No privilege check of its own: entries are filtered per storage.
+    perm: () => ["/storage", "Datastore.Audit"],
+    handler: ({ core, params }) =>
+      visibleStorages(core)
+        .filter((s) => params.type === undefined || s.type === params.type)
+        .map((s) => {
+          // storage.cfg as pve-storage parsed it: `shared` only when set (forced for nfs, rbd, ...).
+          const e: Record<string, unknown> = {
+            storage: s.id,
+            type: s.type,
+            content: s.content,
+            digest: "4a1f0c0e3b8a2d6e9f7c5b3a1d0e8f6c4b2a0918",
+          };
+          if (s.shared) e.shared = 1;
+          if (s.nodes) e.nodes = s.nodes.join(",");
+          return e;
+        }),
+  },
+];
