@@ -3,7 +3,13 @@
 // idempotent reads on proxy failures (595/596/597/599/502…).
 
 import { getLogger } from "@logtape/logtape";
-import { isTransient, ProxmoxApiError, TlsTrustError, TransportError } from "./errors.ts";
+import {
+  isStorageProblem,
+  isTransient,
+  ProxmoxApiError,
+  TlsTrustError,
+  TransportError,
+} from "./errors.ts";
 import { sleep } from "../kit/deadline.ts";
 import type { RawResponse, Transport } from "./transport.ts";
 
@@ -85,7 +91,8 @@ export function errorFromResponse(method: string, path: string, res: RawResponse
   if (res.status === 401) what = "authentication failed (check the API token id and secret)";
   else if (what === "") what = `HTTP ${res.status}${reason ? ` ${reason}` : ""}`;
   if (detail !== "" && !what.includes(detail)) what += ` (${detail})`;
-  const msg = `proxmox ${method} ${path}: ${res.status} ${what}`;
+  const kind = isStorageProblem(serverText) ? " (storage problem)" : "";
+  const msg = `proxmox ${method} ${path}: ${res.status}${kind} ${what}`;
   return new ProxmoxApiError(method, path, res.status, serverText, errors, msg);
 }
 

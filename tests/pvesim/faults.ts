@@ -22,6 +22,7 @@ export function defaultFaults(auditHidden: boolean): SimFaults {
     unauthorized: false,
     forbidden: false,
     auditHidden,
+    offlineStorages: [],
   };
 }
 

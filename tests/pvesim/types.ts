@@ -138,6 +138,12 @@ export interface SimFaults {
   forbidden: boolean | string | RegExp;
   /** Like SimOptions.auditHidden, switchable at run time. */
   auditHidden: boolean;
+  /**
+   * Image storages (ids) that are offline on every node: a destroy with
+   * destroy-unreferenced-disks=1 then dies with `storage '<id>' is not online`
+   * after freeing the referenced disks. Listed in resources as status unknown.
+   */
+  offlineStorages: string[];
   /** Override the scripted guest: return a result to take over, undefined to fall through. */
   execHandler?: (argv: string[], stdin: Uint8Array, vmid: number) => GuestResult | undefined;
 }

@@ -98,6 +98,18 @@ function resources(core: SimCore, type?: string): unknown[] {
         maxdisk: 1099511627776,
         disk: 53687091200,
       });
+      // An offline storage has no current usage data: it shows as unknown.
+      for (const id of faults.offlineStorages) {
+        out.push({
+          id: `storage/${n}/${id}`,
+          type: "storage",
+          storage: id,
+          node: n,
+          status: "unknown",
+          content: "images",
+          shared: 1,
+        });
+      }
     }
   }
   if ((type === undefined || type === "vm") && !faults.auditHidden) {
