@@ -60,6 +60,7 @@ export async function startSimulator(opts: SimOptions = {}): Promise<Simulator> 
     faults,
     bootstrapPath: opts.bootstrapPath ?? "/run/bigfleet-bootstrap",
     bootstrapExec: opts.bootstrapExec ?? ["/bin/sh"],
+    pveVersion: opts.pveVersion ?? "8.4.1",
   };
 
   const ownDir = opts.certDir === undefined;

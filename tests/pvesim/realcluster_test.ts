@@ -42,3 +42,22 @@ Deno.test("offline storage: destroy-unreferenced-disks dies after freeing disks,
     assert.equal(r.status, 500);
   });
 });
+
+Deno.test("description codec: before 8.2 a %XX reads back unescaped; 8.2+ round-trips", async () => {
+  const desc = "rate 50%41 off: café\nline two %25 %zz";
+  for (
+    const [version, want] of [
+      ["8.1.4", "rate 50A off: café\nline two % %zz"],
+      ["8.4.1", desc],
+      ["9.0.3", desc],
+    ] as const
+  ) {
+    await withSim(async (_sim, api) => {
+      await api.data("PUT", "/nodes/pve1/qemu/9000/config", { json: { description: desc } });
+      const c = await api.data("GET", "/nodes/pve1/qemu/9000/config") as Obj;
+      assert.equal(c.description, want, version);
+      const v = await api.data("GET", "/version") as Obj;
+      assert.equal(v.version, version);
+    }, { pveVersion: version });
+  }
+});

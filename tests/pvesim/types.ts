@@ -71,6 +71,11 @@ export interface SimOptions {
   maxBodyBytes?: number;
   /** Directory for certificates; default a fresh temp dir (removed on close). */
   certDir?: string;
+  /**
+   * The PVE release to behave like (default "8.4.1"): reported by /version and
+   * node status; below 8.2 a `%XX` in a description reads back URI-unescaped.
+   */
+  pveVersion?: string;
 }
 
 export type TaskType = "qmclone" | "qmstart" | "qmstop" | "qmshutdown" | "qmdestroy" | "qmconfig";

@@ -163,7 +163,11 @@ export const clusterRoutes: Route[] = [
     pattern: "/version",
     schema: {},
     perm: root,
-    handler: () => ({ version: "8.4.1", release: "8.4", repoid: "2a5fa54a8503f96d" }),
+    handler: ({ core }) => ({
+      version: core.pveVersion,
+      release: core.pveVersion.split(".").slice(0, 2).join("."),
+      repoid: "2a5fa54a8503f96d",
+    }),
   },
   {
     method: "GET",

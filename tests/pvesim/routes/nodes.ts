@@ -14,7 +14,7 @@ export function checkNode(core: SimCore, node: string): void {
   }
 }
 
-function nodeStatus(): Record<string, unknown> {
+function nodeStatus(core: SimCore): Record<string, unknown> {
   return {
     cpu: 0.031,
     wait: 0.001,
@@ -22,7 +22,7 @@ function nodeStatus(): Record<string, unknown> {
     uptime: 864000,
     loadavg: ["0.42", "0.38", "0.35"],
     kversion: "Linux 6.8.12-4-pve #1 SMP PREEMPT_DYNAMIC PMX 6.8.12-4 (2024-11-06T15:04Z)",
-    pveversion: "pve-manager/8.4.1/2a5fa54a8503f96d",
+    pveversion: `pve-manager/${core.pveVersion}/2a5fa54a8503f96d`,
     "current-kernel": {
       machine: "x86_64",
       release: "6.8.12-4-pve",
@@ -70,7 +70,7 @@ export const nodeRoutes: Route[] = [
     perm: nodePerm,
     handler: ({ core, params }) => {
       checkNode(core, params.node as string);
-      return nodeStatus();
+      return nodeStatus(core);
     },
   },
   {

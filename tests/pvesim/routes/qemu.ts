@@ -15,6 +15,7 @@ import {
 } from "../params.ts";
 import type { Route, RouteCtx, SimCore } from "../router.ts";
 import { agentEnabled, usageStats, type VmRecord } from "../state.ts";
+import { descriptionAsRead } from "../codec.ts";
 import { destroyDisks } from "../storage.ts";
 import { checkNode } from "./nodes.ts";
 
@@ -155,7 +156,14 @@ export const qemuRoutes: Route[] = [
       snapshot: { type: "string", optional: true },
     },
     perm: vmPerm("VM.Audit"),
-    handler: ({ core, params }) => core.state.configView(openVm(core, params)),
+    handler: ({ core, params }) => {
+      const view = core.state.configView(openVm(core, params));
+      // The description lives in `#` comment lines: pve-common's codec applies.
+      if (view.description !== undefined) {
+        view.description = descriptionAsRead(String(view.description), core.pveVersion);
+      }
+      return view;
+    },
   },
   {
     method: "PUT",
