@@ -225,10 +225,16 @@ async function findExisting(
   return found.sort((a, b) => a.vmid - b.vmid)[0] ?? null;
 }
 
+/** Keys a clone's temporary config has before its first disk is copied. */
+const NAMELESS_KEYS = new Set(["lock", "digest"]);
+
 /**
  * Follow one candidate VM until it is decidable: ours (marker matches, no
  * lock left), or not. An in-flight clone shows only `lock: clone` until its
- * first disk is copied, so it is waited on rather than judged.
+ * first disk is copied, so it is waited on rather than judged. Once it shows
+ * more (its name, description, the template's keys) without our marker, it
+ * is someone else's clone: ours always carry the marker from the first full
+ * config on, and a stranger's full clone may take many minutes more.
  */
 async function resolveCandidate(
   ctx: ProxmoxContext,
@@ -249,14 +255,12 @@ async function resolveCandidate(
       moves++;
       continue;
     }
-    const marker = parseMarker(config.description);
-    const mine = cloning.get(vmid);
-    const decided = marker !== null || (mine !== undefined && blockingLock(config.lock) === null);
-    if (decided || config.lock !== "clone") {
-      const owner = marker?.machineId ?? mine;
-      if (owner !== machineId) return null;
-      if (blockingLock(config.lock) === null) return { node, vmid, config };
-    }
+    const owner = parseMarker(config.description)?.machineId ?? cloning.get(vmid);
+    if (owner !== undefined && owner !== machineId) return null;
+    if (owner === undefined) {
+      if (config.lock !== "clone") return null;
+      if (Object.keys(config).some((k) => !NAMELESS_KEYS.has(k))) return null;
+    } else if (blockingLock(config.lock) === null) return { node, vmid, config };
     if (!logged) {
       log.info("VM {vmid} is being cloned; waiting to see whose it is", {
         vmid,

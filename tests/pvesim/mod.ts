@@ -123,6 +123,11 @@ export async function startSimulator(opts: SimOptions = {}): Promise<Simulator> 
       mustVm(vmid);
       state.vms.delete(vmid);
     },
+    editVmOutOfBand: (vmid, edit) => {
+      const vm = mustVm(vmid);
+      edit(vm.config);
+      state.publish(vm);
+    },
     addVm: (t) => void state.addTemplate(t),
     close: async () => {
       if (closed) return;

@@ -61,3 +61,22 @@ Deno.test("description codec: before 8.2 a %XX reads back unescaped; 8.2+ round-
     }, { pveVersion: version });
   }
 });
+
+Deno.test("editVmOutOfBand: a stranger's clone held at lock: clone shows in config and resources", async () => {
+  await withSim(async (sim, api) => {
+    sim.addVm({ vmid: 700, name: "web-1", template: false });
+    sim.editVmOutOfBand(700, (c) => {
+      for (const k of Object.keys(c)) delete c[k];
+      c.lock = "clone";
+    });
+    const c = await api.data("GET", "/nodes/pve1/qemu/700/config") as Obj;
+    assert.deepEqual(Object.keys(c).sort(), ["digest", "lock"]);
+    const res = await api.data("GET", "/cluster/resources?type=vm") as Obj[];
+    assert.equal(res.find((e) => e.vmid === 700)?.lock, "clone");
+    const put = await rawRequest(sim, "PUT", "/nodes/pve1/qemu/700/config", {
+      body: JSON.stringify({ cores: 4 }),
+      headers: { "Content-Type": "application/json" },
+    });
+    assert.equal(put.reason, "VM is locked (clone)");
+  });
+});

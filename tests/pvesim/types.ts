@@ -249,6 +249,12 @@ export interface Simulator {
   startVmOutOfBand(vmid: number): void;
   /** Someone deleted the VM by hand (no task). */
   deleteVmOutOfBand(vmid: number): void;
+  /**
+   * Change a VM's config outside the API (another client, a task we do not
+   * model), e.g. a stranger's clone held at `{lock: "clone"}`. `edit` mutates
+   * the config in place; cluster/resources picks it up like any change.
+   */
+  editVmOutOfBand(vmid: number, edit: (config: Record<string, string | number>) => void): void;
   /** Seed an extra VM or template at run time. */
   addVm(t: SimTemplate): void;
   close(): Promise<void>;
