@@ -15,9 +15,19 @@ import type { RawResponse, Transport } from "./transport.ts";
 
 export type Params = Record<string, string | number | boolean | string[] | undefined>;
 
+export interface ReadOptions {
+  /** Attempts on transient failures; default the client's readAttempts. */
+  attempts?: number;
+}
+
 export interface ApiClient {
   /** GET; retried on transient failures (reads are idempotent). */
-  get<T = unknown>(path: string, query: Params | undefined, signal: AbortSignal): Promise<T>;
+  get<T = unknown>(
+    path: string,
+    query: Params | undefined,
+    signal: AbortSignal,
+    opts?: ReadOptions,
+  ): Promise<T>;
   /** POST with a JSON body (or none); never retried here: the caller re-reads state. */
   post<T = unknown>(path: string, body: Params | undefined, signal: AbortSignal): Promise<T>;
   /** PUT with a JSON body; never retried here. */
@@ -152,12 +162,13 @@ export function createApiClient(opts: ApiClientOptions): ApiClient {
   }
 
   return {
-    async get(path, query, signal) {
+    async get(path, query, signal, read = {}) {
+      const attempts = read.attempts ?? opts.readAttempts;
       for (let attempt = 1;; attempt++) {
         try {
           return await once("GET", path, query, undefined, signal) as never;
         } catch (err) {
-          if (!isTransient(err) || attempt >= opts.readAttempts || signal.aborted) throw err;
+          if (!isTransient(err) || attempt >= attempts || signal.aborted) throw err;
           log.debug("retrying read after transient failure {path}: {error}", {
             path,
             attempt,

@@ -12,7 +12,7 @@ import {
   serverTextOf,
   TaskFailedError,
 } from "./errors.ts";
-import type { ApiClient } from "./http.ts";
+import type { ApiClient, ReadOptions } from "./http.ts";
 import { type PollTiming, waitTask } from "./tasks.ts";
 import { sleep } from "../kit/deadline.ts";
 
@@ -81,9 +81,10 @@ async function readVm<T>(
   vmid: number,
   sub: string,
   signal: AbortSignal,
+  read?: ReadOptions,
 ): Promise<T | null> {
   try {
-    return await api.get<T>(`${vmPath(node, vmid)}/${sub}`, undefined, signal);
+    return await api.get<T>(`${vmPath(node, vmid)}/${sub}`, undefined, signal, read);
   } catch (err) {
     if (!signal.aborted && await isMissingHere(api, node, vmid, err, signal)) return null;
     throw err;
@@ -95,8 +96,9 @@ export async function readConfig(
   node: string,
   vmid: number,
   signal: AbortSignal,
+  read?: ReadOptions,
 ): Promise<VmConfig | null> {
-  const c = await readVm<VmConfig>(api, node, vmid, "config", signal);
+  const c = await readVm<VmConfig>(api, node, vmid, "config", signal, read);
   return c === null ? null : c ?? {};
 }
 

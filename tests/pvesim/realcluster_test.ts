@@ -80,3 +80,43 @@ Deno.test("editVmOutOfBand: a stranger's clone held at lock: clone shows in conf
     assert.equal(put.reason, "VM is locked (clone)");
   });
 });
+
+Deno.test("offline node: per-node routes 595 with an empty body; listings say offline/unknown", async () => {
+  await withSim(async (sim, api) => {
+    const { newid } = await cloneAndWait(api, { name: "on-pve2", target: "pve2" });
+    sim.faults.offlineNodes = ["pve2"];
+    for (
+      const path of [
+        `/nodes/pve2/qemu/${newid}/config`,
+        "/nodes/pve2/status",
+        "/nodes/pve2/bogus/route", // proxied before the target could say 501
+      ]
+    ) {
+      const r = await rawRequest(sim, "GET", path);
+      assert.deepEqual([r.status, r.reason, r.body], [595, "No route to host", ""], path);
+    }
+    // The node we talk to still answers its own and the cluster-wide routes.
+    assert.equal((await rawRequest(sim, "GET", "/nodes/pve1/status")).status, 200);
+    const nodes = await api.data("GET", "/nodes") as Obj[];
+    assert.deepEqual(nodes.map((n) => [n.node, n.status]), [["pve1", "online"], [
+      "pve2",
+      "offline",
+    ]]);
+    const status = await api.data("GET", "/cluster/status") as Obj[];
+    assert.equal(status.find((n) => n.name === "pve2")?.online, 0);
+    const res = await api.data("GET", "/cluster/resources") as Obj[];
+    const vm = res.find((e) => e.vmid === newid)!;
+    assert.equal(vm.status, "unknown");
+    assert.equal(vm.node, "pve2");
+    assert.equal("name" in vm, false, "no RRD data from a node that is down");
+    assert.equal(res.find((e) => e.id === "node/pve2")?.status, "offline");
+    // A slow death: the proxy gives up after its timeout with 596.
+    sim.faults.offlineReply = { status: 596, reason: "Connection timed out", delayMs: 50 };
+    const slow = await rawRequest(sim, "GET", `/nodes/pve2/qemu/${newid}/status/current`);
+    assert.deepEqual([slow.status, slow.reason], [596, "Connection timed out"]);
+    // Back online: everything as before.
+    sim.faults.offlineNodes = [];
+    const back = await api.data("GET", `/nodes/pve2/qemu/${newid}/config`) as Obj;
+    assert.equal(back.name, "on-pve2");
+  });
+});

@@ -149,6 +149,15 @@ export interface SimFaults {
    * after freeing the referenced disks. Listed in resources as status unknown.
    */
   offlineStorages: string[];
+  /**
+   * Nodes that are down. Every per-node route (`/nodes/<node>/...`, proxied by
+   * pveproxy) answers `offlineReply` with an empty body; cluster/resources
+   * still lists their guests, with status `unknown` and no RRD fields; /nodes
+   * and /cluster/resources show the node `offline`, /cluster/status `online: 0`.
+   */
+  offlineNodes: string[];
+  /** What a request for an offline node gets. Default 595 "No route to host", no delay. */
+  offlineReply: { status: number; reason: string; delayMs: number };
   /** Override the scripted guest: return a result to take over, undefined to fall through. */
   execHandler?: (argv: string[], stdin: Uint8Array, vmid: number) => GuestResult | undefined;
 }

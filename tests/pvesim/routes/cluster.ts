@@ -29,7 +29,7 @@ function clusterStatus(core: SimCore): unknown[] {
       nodeid: i + 1,
       ip: `10.0.0.${i + 1}`,
       local: i === 0 ? 1 : 0,
-      online: 1,
+      online: core.faults.offlineNodes.includes(n) ? 0 : 1,
       level: "",
     })
   );
@@ -43,8 +43,9 @@ function qemuEntry(core: SimCore, vm: VmRecord): Record<string, unknown> {
     node: vm.node,
     type: "qemu",
   };
-  // name/status/template come from pvestatd's RRD data, which lags.
-  const rrd = core.state.rrdView(vm);
+  // name/status/template come from pvestatd's RRD data, which lags, and
+  // which a node that is down no longer sends.
+  const rrd = core.faults.offlineNodes.includes(vm.node) ? undefined : core.state.rrdView(vm);
   if (rrd) {
     const cores = Number(vm.config.cores ?? 1) * Number(vm.config.sockets ?? 1);
     Object.assign(e, {
@@ -62,27 +63,33 @@ function qemuEntry(core: SimCore, vm: VmRecord): Record<string, unknown> {
   return e;
 }
 
+/** A node as /nodes and cluster/resources list it; a node that is down has no stats. */
+export function nodeEntry(core: SimCore, n: string): Record<string, unknown> {
+  if (core.faults.offlineNodes.includes(n)) {
+    return { id: `node/${n}`, type: "node", node: n, status: "offline", level: "" };
+  }
+  return {
+    id: `node/${n}`,
+    type: "node",
+    node: n,
+    status: "online",
+    level: "",
+    maxcpu: 16,
+    cpu: 0.03,
+    maxmem: 68719476736,
+    mem: 8589934592,
+    maxdisk: 107374182400,
+    disk: 10737418240,
+    uptime: 864000,
+    cgroup_mode: 2,
+  };
+}
+
 function resources(core: SimCore, type?: string): unknown[] {
   const out: unknown[] = [];
   const { state, faults } = core;
   if (type === undefined || type === "node") {
-    for (const n of state.nodes) {
-      out.push({
-        id: `node/${n}`,
-        type: "node",
-        node: n,
-        status: "online",
-        level: "",
-        maxcpu: 16,
-        cpu: 0.03,
-        maxmem: 68719476736,
-        mem: 8589934592,
-        maxdisk: 107374182400,
-        disk: 10737418240,
-        uptime: 864000,
-        cgroup_mode: 2,
-      });
-    }
+    for (const n of state.nodes) out.push(nodeEntry(core, n));
   }
   if (type === undefined || type === "storage") {
     for (const n of state.nodes) {
@@ -91,7 +98,7 @@ function resources(core: SimCore, type?: string): unknown[] {
         type: "storage",
         storage: "local-lvm",
         node: n,
-        status: "available",
+        status: faults.offlineNodes.includes(n) ? "unknown" : "available",
         plugintype: "lvmthin",
         content: "images,rootdir",
         shared: 0,

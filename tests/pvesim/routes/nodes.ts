@@ -4,6 +4,7 @@ import { fail, paramError } from "../errors.ts";
 import { NODE } from "../params.ts";
 import type { Route, SimCore } from "../router.ts";
 import { parseUpid, type Task } from "../tasks.ts";
+import { nodeEntry } from "./cluster.ts";
 
 /** pveproxy resolves the node name before proxying; an unknown one dies. */
 export function checkNode(core: SimCore, node: string): void {
@@ -63,6 +64,14 @@ const nodePerm = (p: Record<string, unknown>): [string, string] => [
 ];
 
 export const nodeRoutes: Route[] = [
+  {
+    // Served by the node we talk to from cluster membership: no proxying.
+    method: "GET",
+    pattern: "/nodes",
+    schema: {},
+    perm: () => ["/", "Sys.Audit"],
+    handler: ({ core }) => core.state.nodes.map((n) => nodeEntry(core, n)),
+  },
   {
     method: "GET",
     pattern: "/nodes/{node}/status",
