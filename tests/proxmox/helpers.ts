@@ -209,3 +209,25 @@ export async function tcpRelay(route: (n: number) => number) {
     },
   };
 }
+
+/**
+ * Flags for a provider process on `sim` (token from `tokenFile`). `trust`
+ * defaults to the simulator's CA file; `apiUrl` to the simulator itself.
+ */
+export function providerArgs(
+  sim: Simulator,
+  tokenFile: string,
+  o: { trust?: string[]; apiUrl?: string; seed?: number } = {},
+): string[] {
+  return [
+    "--provider=pve-test",
+    `--proxmox-api-url=${o.apiUrl ?? sim.url}`,
+    `--proxmox-token-id=${sim.tokenId}`,
+    `--proxmox-token-file=${tokenFile}`,
+    "--nodes=pve1,pve2",
+    "--proxmox-pool=bigfleet",
+    `--seed-count=${o.seed ?? 4}`,
+    "--metrics-addr=",
+    ...(o.trust ?? [`--proxmox-ca-file=${sim.caFile}`]),
+  ];
+}

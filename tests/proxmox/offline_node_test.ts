@@ -7,7 +7,7 @@ import { createProxmoxBackend } from "../../src/proxmox/mod.ts";
 import { buildDescription, tagsFor } from "../../src/proxmox/naming.ts";
 import { Harness, startProvider } from "../harness/mod.ts";
 import { startSimulator } from "../pvesim/mod.ts";
-import { configFor, FAST, logLines, rig, signal, slot } from "./helpers.ts";
+import { FAST, logLines, providerArgs, rig, signal, slot } from "./helpers.ts";
 
 const toNode = (node: string) => (q: { path: string }) => q.path.startsWith(`/nodes/${node}/`);
 const outageLines = (node: string) =>
@@ -120,19 +120,7 @@ Deno.test({
       sim.faults.offlineNodes = ["pve2"];
       const tokenFile = `${dir}/token`;
       await Deno.writeTextFile(tokenFile, sim.tokenSecret);
-      const p = await startProvider({
-        args: [
-          "--provider=pve-test",
-          `--proxmox-api-url=${sim.url}`,
-          `--proxmox-token-id=${sim.tokenId}`,
-          `--proxmox-token-file=${tokenFile}`,
-          `--proxmox-ca-file=${sim.caFile}`,
-          "--nodes=pve1,pve2",
-          "--proxmox-pool=bigfleet",
-          "--seed-count=4",
-          "--metrics-addr=",
-        ],
-      });
+      const p = await startProvider({ args: providerArgs(sim, tokenFile) });
       const h = new Harness(p.addr);
       try {
         const { machines } = await h.list({});

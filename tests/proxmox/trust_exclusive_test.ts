@@ -9,7 +9,7 @@ import net from "node:net";
 import { spawnProvider, startProvider } from "../harness/mod.ts";
 import { issueCert, makeCa, startSimulator } from "../pvesim/mod.ts";
 import type { Simulator } from "../pvesim/mod.ts";
-import { authed, tcpRelay } from "./helpers.ts";
+import { authed, providerArgs, tcpRelay } from "./helpers.ts";
 
 const T = { sanitizeOps: false, sanitizeResources: false };
 
@@ -84,20 +84,6 @@ async function spawnImpostor(dir: string) {
   };
 }
 
-function providerArgs(sim: Simulator, apiUrl: string, tokenFile: string, trust: string[]) {
-  return [
-    "--provider=pve-trust",
-    `--proxmox-api-url=${apiUrl}`,
-    `--proxmox-token-id=${sim.tokenId}`,
-    `--proxmox-token-file=${tokenFile}`,
-    "--nodes=pve1,pve2",
-    "--proxmox-pool=bigfleet",
-    "--seed-count=4",
-    "--metrics-addr=",
-    ...trust,
-  ];
-}
-
 const MODES = {
   "CA file": (s: Simulator) => [`--proxmox-ca-file=${s.caFile}`],
   "CA file and fingerprint": (
@@ -121,7 +107,7 @@ for (const [mode, trust] of Object.entries(MODES)) {
         await Deno.writeTextFile(tokenFile, sim.tokenSecret);
         const apiUrl = `https://127.0.0.1:${relay.port}/api2/json`;
         const sp = spawnProvider(
-          ["--addr=127.0.0.1:0", ...providerArgs(sim, apiUrl, tokenFile, trust(sim))],
+          ["--addr=127.0.0.1:0", ...providerArgs(sim, tokenFile, { apiUrl, trust: trust(sim) })],
           // The impostor's CA is a runtime root here, as with DENO_CERT on a real host.
           { env: { DENO_CERT: impostor.caFile } },
         );
@@ -159,7 +145,7 @@ for (const [mode, trust] of Object.entries(MODES)) {
       const tokenFile = `${dir}/token`;
       await Deno.writeTextFile(tokenFile, sim.tokenSecret);
       const p = await startProvider({
-        args: providerArgs(sim, sim.url, tokenFile, trust(sim)),
+        args: providerArgs(sim, tokenFile, { trust: trust(sim) }),
         env: {
           // `deno run` itself checks dl.deno.land for updates through the proxy.
           DENO_NO_UPDATE_CHECK: "1",
