@@ -24,6 +24,7 @@ export function defaultFaults(auditHidden: boolean): SimFaults {
     auditHidden,
     offlineStorages: [],
     offlineNodes: [],
+    acl: null,
     offlineReply: { status: 595, reason: "No route to host", delayMs: 0 },
   };
 }

@@ -53,6 +53,7 @@ export async function startSimulator(opts: SimOptions = {}): Promise<Simulator> 
 
   const timers = new Timers();
   const faults = defaultFaults(opts.auditHidden ?? false);
+  faults.acl = opts.acl ?? null;
   const core: SimCore = {
     state,
     tasks: new TaskRegistry(timers),

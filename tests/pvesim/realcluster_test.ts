@@ -1,9 +1,11 @@
 // Self-tests of the real-cluster behaviours: offline storages under destroy,
-// offline nodes behind pveproxy, SDN.Use ACLs with propagation, and the
-// description codec of older pve-common.
+// offline nodes behind pveproxy, SDN.Use ACLs with propagation, the
+// description codec of older pve-common, and out-of-band config edits.
 
 import assert from "node:assert/strict";
+import { hasPriv, vnetPaths } from "./acl.ts";
 import { cloneAndWait, rawRequest, withSim } from "./testkit.ts";
+import type { SimAcl, SimAclEntry } from "./types.ts";
 
 type Obj = Record<string, unknown>;
 
@@ -118,5 +120,67 @@ Deno.test("offline node: per-node routes 595 with an empty body; listings say of
     sim.faults.offlineNodes = [];
     const back = await api.data("GET", `/nodes/pve2/qemu/${newid}/config`) as Obj;
     assert.equal(back.name, "on-pve2");
+  });
+});
+
+Deno.test("ACL model: exact path, propagation, deeper grants override, token ∩ user", () => {
+  const use = ["SDN.Use"];
+  const acl = (entries: SimAclEntry[]): SimAcl => ({ entries });
+  const bridge = "/sdn/zones/localnetwork/vmbr0";
+  // propagate=0 on the bridge: the bridge only, not its VLANs.
+  let a = acl([{ path: bridge, privs: use }]);
+  assert.equal(hasPriv(a, bridge, "SDN.Use"), true);
+  assert.equal(hasPriv(a, `${bridge}/100`, "SDN.Use"), false);
+  // propagate=1 covers every VLAN below it.
+  a = acl([{ path: bridge, privs: use, propagate: true }]);
+  assert.equal(hasPriv(a, `${bridge}/100`, "SDN.Use"), true);
+  // A deeper grant replaces the inherited one.
+  a = acl([
+    { path: "/sdn", privs: use, propagate: true },
+    { path: `${bridge}/100`, privs: ["SDN.Audit"] },
+  ]);
+  assert.equal(hasPriv(a, `${bridge}/100`, "SDN.Use"), false);
+  assert.equal(hasPriv(a, `${bridge}/200`, "SDN.Use"), true);
+  // A privilege-separated token needs the grant on itself and on its user.
+  a = acl([
+    { path: bridge, privs: use, propagate: true, ugid: "token" },
+    { path: bridge, privs: use, propagate: false, ugid: "user" },
+  ]);
+  assert.equal(hasPriv(a, bridge, "SDN.Use"), true);
+  assert.equal(hasPriv(a, `${bridge}/100`, "SDN.Use"), false);
+  // The paths check_vnet_access asks for.
+  assert.deepEqual(vnetPaths("virtio=BC:24:11:00:00:01,bridge=vmbr0"), [bridge]);
+  assert.deepEqual(vnetPaths("virtio=BC:24:11:00:00:01,bridge=vmbr0,tag=100"), [`${bridge}/100`]);
+  assert.deepEqual(vnetPaths("e1000=x,bridge=vmbr1,trunks=10;20-21"), [
+    "/sdn/zones/localnetwork/vmbr1/10",
+    "/sdn/zones/localnetwork/vmbr1/20",
+    "/sdn/zones/localnetwork/vmbr1/21",
+  ]);
+  assert.deepEqual(vnetPaths("virtio=x,bridge=vnet7", { vnet7: "zone1" }), [
+    "/sdn/zones/zone1/vnet7",
+  ]);
+});
+
+Deno.test("clone checks SDN.Use on the template's NICs before forking (403, nothing cloned)", async () => {
+  await withSim(async (sim, api) => {
+    sim.editVmOutOfBand(9000, (c) => {
+      c.net0 = `${c.net0},tag=100`;
+    });
+    sim.faults.acl = {
+      entries: [{ path: "/sdn/zones/localnetwork/vmbr0", privs: ["SDN.Use"], propagate: false }],
+    };
+    const r = await rawRequest(sim, "POST", "/nodes/pve1/qemu/9000/clone", {
+      body: JSON.stringify({ newid: 120, full: 1 }),
+      headers: { "Content-Type": "application/json" },
+    });
+    assert.deepEqual(
+      [r.status, r.reason],
+      [403, "Permission check failed (/sdn/zones/localnetwork/vmbr0/100, SDN.Use)"],
+    );
+    assert.equal(sim.vm(120), undefined);
+    assert.equal(sim.tasks().length, 0, "refused before the fork");
+    sim.faults.acl.entries[0].propagate = true;
+    const { status } = await cloneAndWait(api, { name: "tagged" });
+    assert.equal(status.exitstatus, "OK");
   });
 });

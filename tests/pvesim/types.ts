@@ -76,6 +76,25 @@ export interface SimOptions {
    * node status; below 8.2 a `%XX` in a description reads back URI-unescaped.
    */
   pveVersion?: string;
+  /** Initial `faults.acl`. */
+  acl?: SimAcl;
+}
+
+/** One ACL entry as `pveum acl modify <path> --roles … --propagate …` writes it. */
+export interface SimAclEntry {
+  path: string;
+  /** The privileges of the roles granted there. */
+  privs: string[];
+  /** Default false (pveum's default is true; the model wants it said). */
+  propagate?: boolean;
+  /** Whom it is granted to: the token (default) or its user. */
+  ugid?: "user" | "token";
+}
+
+export interface SimAcl {
+  entries: SimAclEntry[];
+  /** SDN vnet → zone; any other bridge is in `localnetwork`. */
+  vnetZones?: Record<string, string>;
 }
 
 export type TaskType = "qmclone" | "qmstart" | "qmstop" | "qmshutdown" | "qmdestroy" | "qmconfig";
@@ -156,6 +175,11 @@ export interface SimFaults {
    * and /cluster/resources show the node `offline`, /cluster/status `online: 0`.
    */
   offlineNodes: string[];
+  /**
+   * ACLs of the API token (see acl.ts); null (default: SimOptions.acl) grants
+   * everything. Enforced for the SDN.Use checks of clone on the source's NICs.
+   */
+  acl: SimAcl | null;
   /** What a request for an offline node gets. Default 595 "No route to host", no delay. */
   offlineReply: { status: number; reason: string; delayMs: number };
   /** Override the scripted guest: return a result to take over, undefined to fall through. */

@@ -12,6 +12,7 @@ import {
   templateConfig,
   type VmRecord,
 } from "../state.ts";
+import { checkNetworkAccess } from "../acl.ts";
 import { checkNode } from "./nodes.ts";
 import { openVm, vmPerm } from "./qemu.ts";
 
@@ -214,6 +215,8 @@ export const cloneRoutes: Route[] = [
       if (a.target !== undefined && a.target !== a.node && !src.sharedStorage) {
         throw fail(`can't clone VM to node '${a.target}' (VM uses local storage)`);
       }
+      // SDN.Use on each NIC's bridge or VLAN, before the fork (check_vnet_access).
+      checkNetworkAccess(core, src.config);
       const race = takeRace(core);
       if (race === "sync") injectRace(core, a, race);
       // Only the local node's config directory is checked here.
