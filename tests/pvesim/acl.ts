@@ -60,7 +60,7 @@ export function vnetPaths(net: string, vnetZones: Record<string, string> = {}): 
   const trunks = opt("trunks");
   const paths: string[] = [];
   if (tag !== undefined) paths.push(`${base}/${tag}`);
-  if (trunks !== undefined) for (const v of trunkVlans(trunks)) paths.push(`${base}/${v}`);
+  if (trunks !== undefined) { for (const v of trunkVlans(trunks)) paths.push(`${base}/${v}`); }
   if (tag === undefined && trunks === undefined) paths.push(base);
   return paths;
 }
