@@ -14,6 +14,9 @@
 #   --templates LIST      BIGFLEET_TEMPLATES   9000     template VMIDs, comma list
 #   --storages LIST       BIGFLEET_STORAGES    local-lvm  storages the clones' disks use
 #   --bridges LIST        BIGFLEET_BRIDGES     vmbr0    bridges, or ZONE/VNET for SDN vnets
+#   --vlan-tags LIST      BIGFLEET_VLAN_TAGS   (any)    VLAN tags the template NICs use
+#                                                       (tag= and trunks= values); narrows
+#                                                       SDN.Use to exactly those VLANs
 #   --role-prefix PREFIX  BIGFLEET_ROLE_PREFIX BigFleet
 #   --no-audit-all-vms    BIGFLEET_AUDIT_ALL_VMS=0
 #   --rotate              BIGFLEET_ROTATE=1    replace the token (prints a new secret)
@@ -24,7 +27,8 @@
 #   clone the template           VM.Clone on /vms/<template>; VM.Allocate on
 #                                /pool/<pool> (clones are created into the pool);
 #                                Datastore.AllocateSpace on the disks' storage;
-#                                SDN.Use on the bridge/vnet of the template NICs
+#                                SDN.Use on the bridge/vnet of the template NICs,
+#                                and on their VLAN (<bridge>/<tag>) when tagged
 #   size and tag the clone       VM.Config.CPU, VM.Config.Memory, VM.Config.Options
 #   start / stop                 VM.PowerMgmt
 #   destroy                      VM.Allocate
@@ -41,6 +45,7 @@ BIGFLEET_POOL="${BIGFLEET_POOL:-bigfleet}"
 BIGFLEET_TEMPLATES="${BIGFLEET_TEMPLATES:-9000}"
 BIGFLEET_STORAGES="${BIGFLEET_STORAGES:-local-lvm}"
 BIGFLEET_BRIDGES="${BIGFLEET_BRIDGES:-vmbr0}"
+BIGFLEET_VLAN_TAGS="${BIGFLEET_VLAN_TAGS:-}"
 BIGFLEET_ROLE_PREFIX="${BIGFLEET_ROLE_PREFIX:-BigFleet}"
 BIGFLEET_AUDIT_ALL_VMS="${BIGFLEET_AUDIT_ALL_VMS:-1}"
 BIGFLEET_ROTATE="${BIGFLEET_ROTATE:-0}"
@@ -80,6 +85,8 @@ while [ "$#" -gt 0 ]; do
 	--storages=* | --storage=*) BIGFLEET_STORAGES="${1#*=}"; shift ;;
 	--bridges | --bridge) need_arg "$@"; BIGFLEET_BRIDGES="$2"; shift 2 ;;
 	--bridges=* | --bridge=*) BIGFLEET_BRIDGES="${1#*=}"; shift ;;
+	--vlan-tags | --vlan-tag) need_arg "$@"; BIGFLEET_VLAN_TAGS="$2"; shift 2 ;;
+	--vlan-tags=* | --vlan-tag=*) BIGFLEET_VLAN_TAGS="${1#*=}"; shift ;;
 	--role-prefix) need_arg "$@"; BIGFLEET_ROLE_PREFIX="$2"; shift 2 ;;
 	--role-prefix=*) BIGFLEET_ROLE_PREFIX="${1#*=}"; shift ;;
 	--no-audit-all-vms) BIGFLEET_AUDIT_ALL_VMS=0; shift ;;
@@ -112,6 +119,12 @@ fi
 for vmid in $(printf '%s' "${BIGFLEET_TEMPLATES}" | tr ',' ' '); do
 	printf '%s\n' "${vmid}" | grep -Eq '^[1-9][0-9]{2,8}$' ||
 		die "--templates: '${vmid}' is not a VMID (100..999999999)"
+done
+for tag in $(printf '%s' "${BIGFLEET_VLAN_TAGS}" | tr ',' ' '); do
+	# A VLAN id: 1..4094.
+	if ! printf '%s\n' "${tag}" | grep -Eq '^[1-9][0-9]{0,3}$' || [ "${tag}" -gt 4094 ]; then
+		die "--vlan-tags: '${tag}' is not a VLAN id (1..4094)"
+	fi
 done
 case "${PVE_MAJOR}" in
 '' | [0-9] | [0-9][0-9]) ;;
@@ -271,13 +284,27 @@ done
 for storage in $(printf '%s' "${BIGFLEET_STORAGES}" | tr ',' ' '); do
 	grant "/storage/${storage}" "${ROLE_STORAGE}" 0
 done
+# PVE 8+ checks SDN.Use per template NIC when cloning: on the bridge path for
+# an untagged NIC, on <bridge>/<tag> for a VLAN tag (each VLAN of trunks=).
+# Without --vlan-tags the bridge grant propagates to all its VLANs, so any
+# tagged template works; the token cannot change NICs (no VM.Config.Network),
+# so it can only use the VLANs its templates already have. With --vlan-tags
+# exactly the bridge and those VLANs are granted.
 if [ "${HAVE_SDN_USE}" = "1" ]; then
 	for bridge in $(printf '%s' "${BIGFLEET_BRIDGES}" | tr ',' ' '); do
 		case "${bridge}" in
-		*/*) grant "/sdn/zones/${bridge}" "${ROLE_NETWORK}" 0 ;;
+		*/*) path="/sdn/zones/${bridge}" ;;
 		# Plain Linux bridges live in the built-in "localnetwork" zone.
-		*) grant "/sdn/zones/localnetwork/${bridge}" "${ROLE_NETWORK}" 0 ;;
+		*) path="/sdn/zones/localnetwork/${bridge}" ;;
 		esac
+		if [ -z "${BIGFLEET_VLAN_TAGS}" ]; then
+			grant "${path}" "${ROLE_NETWORK}" 1
+		else
+			grant "${path}" "${ROLE_NETWORK}" 0
+			for tag in $(printf '%s' "${BIGFLEET_VLAN_TAGS}" | tr ',' ' '); do
+				grant "${path}/${tag}" "${ROLE_NETWORK}" 0
+			done
+		fi
 	done
 fi
 if [ "${BIGFLEET_AUDIT_ALL_VMS}" = "1" ]; then

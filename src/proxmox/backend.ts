@@ -17,7 +17,8 @@ import {
 } from "./context.ts";
 import { describeManaged } from "./describe.ts";
 import { deleteVm, drainNode, ensureRunning, runBootstrap } from "./lifecycle.ts";
-import { hostRefOf } from "./naming.ts";
+import { hostRefOf, parseHostRef } from "./naming.ts";
+import { NodeOutages } from "./nodes.ts";
 import { locateOwned } from "./ownership.ts";
 import { checkOfferingTemplates } from "./templates.ts";
 import { secondsSince } from "./util.ts";
@@ -41,6 +42,8 @@ export async function createProxmoxBackend(
       actionAttempts: timing.actionAttempts,
     },
     cloning: new Map(),
+    known: new Map(),
+    outages: new NodeOutages(),
   };
   // A zone its template cannot reach is refused now, not once per Create.
   await checkOfferingTemplates(
@@ -84,6 +87,7 @@ export async function createProxmoxBackend(
       );
     }
     const loc = await pending;
+    ctx.known.set(loc.vmid, slot.machineId);
     await observed("EnsureRunning", () => ensureRunning(ctx, loc.node, loc.vmid, signal));
     log.info("VM {vmid} on {node} is up for machine {machineId}", {
       vmid: loc.vmid,
@@ -107,7 +111,15 @@ export async function createProxmoxBackend(
       await observed("EnsureRunning", () => ensureRunning(ctx, loc.node, loc.vmid, signal));
       await observed("Drain", () => drainNode(ctx, loc, graceSeconds, signal));
     },
-    delete: (machine, signal) => observed("DeleteVM", () => deleteVm(ctx, machine, signal)),
+    delete: (machine, signal) =>
+      observed("DeleteVM", async () => {
+        await deleteVm(ctx, machine, signal);
+        // The VMID is free for anyone now: no longer "known" as this machine's.
+        const ref = parseHostRef(machine.hostRef);
+        if (ref !== null && ctx.known.get(ref.vmid) === machine.machineId) {
+          ctx.known.delete(ref.vmid);
+        }
+      }),
     describe: (signal) => observed("DescribeManaged", () => describeManaged(ctx, signal)),
     close() {
       ctx.api.close();

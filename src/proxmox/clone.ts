@@ -28,6 +28,7 @@ import {
   tagsFor,
   vmName,
 } from "./naming.ts";
+import { isNodeUnreachable, offlineNodes } from "./nodes.ts";
 import { relocate } from "./ownership.ts";
 import { waitTask } from "./tasks.ts";
 import { findTemplate, type TemplateRef } from "./templates.ts";
@@ -226,46 +227,60 @@ export function createCloner(
   };
 }
 
-/** A VM already made for this machine (a previous or concurrent attempt), or null. */
+/**
+ * A VM already made for this machine (a previous or concurrent attempt), or
+ * null. VMs on nodes that are down are not waited for: the cluster says which
+ * nodes are offline, and a candidate whose node stops answering is dropped
+ * with the others on that node (docs/proxmox-notes.md).
+ */
 async function findExisting(
   ctx: ProxmoxContext,
   machineId: string,
   signal: AbortSignal,
   extra: { node: string; vmid: number }[] = [],
 ): Promise<Located | null> {
-  const { api, nodes, cloning } = ctx;
+  const { api, nodes, cloning, outages } = ctx;
   const tag = machineTag(machineId);
   const name = vmName(machineId);
-  let entries: { node: string; vmid: number }[] = [];
-  try {
-    entries = (await listResources(api, signal)).filter((e) =>
-      e.template !== 1 &&
-      (parseTags(e.tags).includes(tag) || e.lock === "clone" || e.name === name ||
-        e.name === undefined || cloning.get(e.vmid) === machineId)
-    );
-  } catch (err) {
-    if (!isPermissionError(err)) throw err;
-  }
+  const [listed, offline] = await Promise.all([
+    listResources(api, signal).catch((err) => {
+      if (!isPermissionError(err)) throw err;
+      return [];
+    }),
+    offlineNodes(api, signal),
+  ]);
+  let entries: { node: string; vmid: number }[] = listed.filter((e) =>
+    e.template !== 1 &&
+    (parseTags(e.tags).includes(tag) || e.lock === "clone" || e.name === name ||
+      e.name === undefined || cloning.get(e.vmid) === machineId)
+  );
   for (const [vmid, owner] of cloning) {
     if (owner === machineId && !entries.some((e) => e.vmid === vmid)) {
       entries.push({ node: nodes[0], vmid });
     }
   }
   for (const x of extra) if (!entries.some((e) => e.vmid === x.vmid)) entries.push(x);
+  /** node → why it cannot be read now. */
+  const down = new Map<string, string>([...offline].map((n) => [n, "offline in the cluster"]));
+  entries = entries.filter((e) => !down.has(e.node));
   const found = (await mapLimit(
     entries,
     8,
-    (e) =>
-      resolveCandidate(ctx, e.node, e.vmid, machineId, signal).catch((err) => {
+    (e) => {
+      if (down.has(e.node)) return Promise.resolve(null);
+      return resolveCandidate(ctx, e.node, e.vmid, machineId, signal).catch((err) => {
         if (signal.aborted) throw err;
+        if (isNodeUnreachable(err)) down.set(e.node, (err as Error).message);
         // One unreadable candidate must not block Create; it is logged and skipped.
         log.warn("could not inspect VM {vmid}: {error}", {
           vmid: e.vmid,
           error: (err as Error).message,
         });
         return null;
-      }),
+      });
+    },
   )).filter((x): x is Located => x !== null);
+  outages.observe(down, new Set(listed.map((e) => e.node).filter((n) => !down.has(n))), "Create");
   if (found.length > 1) {
     log.warn("several VMs carry the marker of machine {machineId}: {vmids}", {
       machineId,
@@ -275,10 +290,16 @@ async function findExisting(
   return found.sort((a, b) => a.vmid - b.vmid)[0] ?? null;
 }
 
+/** Keys a clone's temporary config has before its first disk is copied. */
+const NAMELESS_KEYS = new Set(["lock", "digest"]);
+
 /**
  * Follow one candidate VM until it is decidable: ours (marker matches, no
  * lock left), or not. An in-flight clone shows only `lock: clone` until its
- * first disk is copied, so it is waited on rather than judged.
+ * first disk is copied, so it is waited on rather than judged. Once it shows
+ * more (its name, description, the template's keys) without our marker, it
+ * is someone else's clone: ours always carry the marker from the first full
+ * config on, and a stranger's full clone may take many minutes more.
  */
 async function resolveCandidate(
   ctx: ProxmoxContext,
@@ -299,14 +320,12 @@ async function resolveCandidate(
       moves++;
       continue;
     }
-    const marker = parseMarker(config.description);
-    const mine = cloning.get(vmid);
-    const decided = marker !== null || (mine !== undefined && blockingLock(config.lock) === null);
-    if (decided || config.lock !== "clone") {
-      const owner = marker?.machineId ?? mine;
-      if (owner !== machineId) return null;
-      if (blockingLock(config.lock) === null) return { node, vmid, config };
-    }
+    const owner = parseMarker(config.description)?.machineId ?? cloning.get(vmid);
+    if (owner !== undefined && owner !== machineId) return null;
+    if (owner === undefined) {
+      if (config.lock !== "clone") return null;
+      if (Object.keys(config).some((k) => !NAMELESS_KEYS.has(k))) return null;
+    } else if (blockingLock(config.lock) === null) return { node, vmid, config };
     if (!logged) {
       log.info("VM {vmid} is being cloned; waiting to see whose it is", {
         vmid,

@@ -7,15 +7,14 @@ import { BackendError } from "../kit/backend.ts";
 import type { Timing } from "./context.ts";
 import { TlsTrustError } from "./errors.ts";
 import { type ApiClient, createApiClient } from "./http.ts";
-import { normalizeFingerprint, pinnedTransport, probeTrust } from "./tls.ts";
-import { fetchTransport, type Transport } from "./transport.ts";
+import { normalizeFingerprint, probeTrust } from "./tls.ts";
+import { type Transport, verifiedTransport } from "./transport.ts";
 
 const log = getLogger(["bigfleet", "proxmox"]);
 
-/** Pick the transport for the configured trust material; there is no unverified mode. */
+/** The transport for the configured trust material; there is no unverified mode. */
 function makeTransport(caPem: string | null, fingerprint: string | null): Transport {
-  if (fingerprint !== null) return pinnedTransport({ caPem, fingerprint });
-  if (caPem !== null) return fetchTransport(caPem);
+  if (caPem !== null || fingerprint !== null) return verifiedTransport({ caPem, fingerprint });
   throw new BackendError(
     "proxmox: no TLS trust material (--proxmox-ca-file or --proxmox-tls-fingerprint)",
   );

@@ -3,6 +3,7 @@
 
 import type { ApiClient } from "./http.ts";
 import type { PollTiming } from "./tasks.ts";
+import type { NodeOutages } from "./nodes.ts";
 import type { VmConfig, VmTiming } from "./vm.ts";
 
 export type ApiOp =
@@ -54,6 +55,10 @@ export interface ProxmoxContext {
   vmTiming: VmTiming;
   /** Clones this process started, vmid → machine id: recognisable before PVE writes the name. */
   cloning: Map<number, string>;
+  /** vmid → machine id of every marker read so far: what a VM on a node that is down was. */
+  known: Map<number, string>;
+  /** Nodes found down, so each outage is logged once. */
+  outages: NodeOutages;
 }
 
 export const DEFAULT_TIMING: Timing = {

@@ -1,34 +1,57 @@
 // DescribeManaged: the VMs this provider manages, as the cluster listing and
-// each VM's marker report them.
+// each VM's marker report them. A node that is down costs at most one failed
+// read per pass: its VMs are reported from the listing (status `unknown`,
+// the machine id last read from their marker), never a failed pass.
 
 import type { ManagedVm } from "../kit/backend.ts";
 import type { ProxmoxContext } from "./context.ts";
 import { hostRefOf, MANAGED_TAG, parseMarker, parseTags } from "./naming.ts";
+import { isNodeUnreachable, offlineNodes } from "./nodes.ts";
 import { mapLimit } from "./util.ts";
-import { isPermissionError, listResources, readConfig, type VmConfig } from "./vm.ts";
+import {
+  isPermissionError,
+  listResources,
+  readConfig,
+  type ResourceEntry,
+  type VmConfig,
+} from "./vm.ts";
 
 /** Every managed (marked, tagged or in-flight) VM, templates excluded. */
 export async function describeManaged(
   ctx: ProxmoxContext,
   signal: AbortSignal,
 ): Promise<ManagedVm[]> {
-  const { api, cloning } = ctx;
-  const entries = (await listResources(api, signal)).filter((e) => {
+  const { api, cloning, known, outages } = ctx;
+  const [listed, offline] = await Promise.all([
+    listResources(api, signal),
+    offlineNodes(api, signal),
+  ]);
+  const entries = listed.filter((e) => {
     if (e.template === 1) return false;
     const tags = parseTags(e.tags);
     return tags.includes(MANAGED_TAG) || e.lock === "clone" || cloning.has(e.vmid) ||
       (e.name ?? "").startsWith("bigfleet-");
   });
+  /** node → why it cannot be read this pass. */
+  const down = new Map<string, string>([...offline].map((n) => [n, "offline in the cluster"]));
   const vms = await mapLimit(entries, 8, async (e): Promise<ManagedVm | null> => {
-    let config: VmConfig | null;
-    try {
-      config = await readConfig(api, e.node, e.vmid, signal);
-    } catch (err) {
-      if (signal.aborted || !isPermissionError(err)) throw err;
-      config = {};
+    let config: VmConfig | null = null;
+    if (!down.has(e.node)) {
+      try {
+        // One attempt: a node that does not answer is skipped now and asked next pass.
+        config = await readConfig(api, e.node, e.vmid, signal, { attempts: 1 });
+      } catch (err) {
+        if (signal.aborted) throw err;
+        if (isNodeUnreachable(err)) down.set(e.node, (err as Error).message);
+        else if (isPermissionError(err)) config = {};
+        else throw err;
+      }
     }
+    if (down.has(e.node)) return fromListing(ctx, e);
     if (config === null || Number(config.template ?? 0) === 1) return null;
     const marker = parseMarker(config.description);
+    if (marker !== null) known.set(e.vmid, marker.machineId);
+    else known.delete(e.vmid);
     const tagged = parseTags(config.tags ?? e.tags).includes(MANAGED_TAG);
     const inflight = cloning.get(e.vmid);
     // Unmarked, untagged VMs (a human's clone in flight) are not ours to report.
@@ -43,5 +66,27 @@ export async function describeManaged(
       cloning: config.lock === "clone" || e.lock === "clone",
     };
   });
+  // A VMID that left the listing may come back as someone else's VM.
+  const ids = new Set(listed.map((e) => e.vmid));
+  for (const id of known.keys()) if (!ids.has(id)) known.delete(id);
+  const working = new Set(listed.map((e) => e.node).filter((n) => !down.has(n)));
+  outages.observe(down, working, "describe");
   return vms.filter((v): v is ManagedVm => v !== null);
+}
+
+/**
+ * A VM on a node that is down, as the listing shows it: only when its marker
+ * was read before (an unidentified VM would become a spurious orphan).
+ */
+function fromListing(ctx: ProxmoxContext, e: ResourceEntry): ManagedVm | null {
+  const machineId = ctx.known.get(e.vmid) ?? ctx.cloning.get(e.vmid);
+  if (machineId === undefined) return null;
+  return {
+    machineId,
+    hostRef: hostRefOf(e.node, e.vmid),
+    node: e.node,
+    vmid: e.vmid,
+    status: "unknown",
+    cloning: e.lock === "clone",
+  };
 }

@@ -48,7 +48,22 @@ export function isTransient(err: unknown): boolean {
   return err instanceof TransportError;
 }
 
-const MISSING_RE = /does not exist|unable to find configuration file/i;
+/**
+ * PVE's own words for "no such VM on this node" (qemu-server's config
+ * loader). Anchored on the config file: a bare "does not exist" also ends
+ * storage, volume, snapshot and pool errors (docs/troubleshooting.md).
+ */
+const MISSING_RE =
+  /Configuration file '[^']*qemu-server\/\d+\.conf' does not exist|unable to find configuration file for VM \d+/i;
+
+/** Texts of pve-storage failures: a storage that is gone, offline or unusable on the node. */
+const STORAGE_RE =
+  /\bstorage '[^']+' (?:does not exist|is not online|is not available|is disabled)|\bno such storage\b|\bstorage '[^']+' does not support/i;
+
+/** Whether a server or task text is a storage problem (reported as one, never as "VM missing"). */
+export function isStorageProblem(text: string): boolean {
+  return STORAGE_RE.test(text);
+}
 
 /**
  * Whether an error says the VM is missing. Proxmox answers 500 (never 404) with

@@ -3,15 +3,31 @@
 // idempotent reads on proxy failures (595/596/597/599/502…).
 
 import { getLogger } from "@logtape/logtape";
-import { isTransient, ProxmoxApiError, TlsTrustError, TransportError } from "./errors.ts";
+import {
+  isStorageProblem,
+  isTransient,
+  ProxmoxApiError,
+  TlsTrustError,
+  TransportError,
+} from "./errors.ts";
 import { sleep } from "../kit/deadline.ts";
 import type { RawResponse, Transport } from "./transport.ts";
 
 export type Params = Record<string, string | number | boolean | string[] | undefined>;
 
+export interface ReadOptions {
+  /** Attempts on transient failures; default the client's readAttempts. */
+  attempts?: number;
+}
+
 export interface ApiClient {
   /** GET; retried on transient failures (reads are idempotent). */
-  get<T = unknown>(path: string, query: Params | undefined, signal: AbortSignal): Promise<T>;
+  get<T = unknown>(
+    path: string,
+    query: Params | undefined,
+    signal: AbortSignal,
+    opts?: ReadOptions,
+  ): Promise<T>;
   /** POST with a JSON body (or none); never retried here: the caller re-reads state. */
   post<T = unknown>(path: string, body: Params | undefined, signal: AbortSignal): Promise<T>;
   /** PUT with a JSON body; never retried here. */
@@ -85,7 +101,8 @@ export function errorFromResponse(method: string, path: string, res: RawResponse
   if (res.status === 401) what = "authentication failed (check the API token id and secret)";
   else if (what === "") what = `HTTP ${res.status}${reason ? ` ${reason}` : ""}`;
   if (detail !== "" && !what.includes(detail)) what += ` (${detail})`;
-  const msg = `proxmox ${method} ${path}: ${res.status} ${what}`;
+  const kind = isStorageProblem(serverText) ? " (storage problem)" : "";
+  const msg = `proxmox ${method} ${path}: ${res.status}${kind} ${what}`;
   return new ProxmoxApiError(method, path, res.status, serverText, errors, msg);
 }
 
@@ -145,12 +162,13 @@ export function createApiClient(opts: ApiClientOptions): ApiClient {
   }
 
   return {
-    async get(path, query, signal) {
+    async get(path, query, signal, read = {}) {
+      const attempts = read.attempts ?? opts.readAttempts;
       for (let attempt = 1;; attempt++) {
         try {
           return await once("GET", path, query, undefined, signal) as never;
         } catch (err) {
-          if (!isTransient(err) || attempt >= opts.readAttempts || signal.aborted) throw err;
+          if (!isTransient(err) || attempt >= attempts || signal.aborted) throw err;
           log.debug("retrying read after transient failure {path}: {error}", {
             path,
             attempt,

@@ -57,10 +57,14 @@ export function parseTags(raw: unknown): string[] {
   return raw.split(/[;,\s]+/).filter((t) => t !== "").map((t) => t.toLowerCase());
 }
 
-/** JSON with every non-ASCII character escaped, so the line survives any storage encoding. */
+/**
+ * JSON with every non-ASCII character and '%' escaped (`\uXXXX`), so the
+ * line survives any storage encoding: pve-common before 8.2 writes '%' raw
+ * into the config comment but URI-unescapes it on read (docs/proxmox-notes.md).
+ */
 function asciiJson(v: unknown): string {
   return JSON.stringify(v).replace(
-    /[\u007f-\uffff]/g,
+    /[%\u007f-\uffff]/g,
     (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"),
   );
 }

@@ -3,7 +3,7 @@
 // warnings as failure; PVE itself does not).
 
 import { BackendError } from "../kit/backend.ts";
-import { TaskFailedError } from "./errors.ts";
+import { isStorageProblem, TaskFailedError } from "./errors.ts";
 import type { ApiClient } from "./http.ts";
 import { sleep } from "../kit/deadline.ts";
 
@@ -56,10 +56,11 @@ export async function waitTask(
     if (st?.status === "stopped") {
       const exit = String(st.exitstatus ?? "").trim();
       if (isTaskSuccess(exit)) return exit;
+      const kind = isStorageProblem(exit) ? " (storage problem)" : "";
       throw new TaskFailedError(
         upid.raw,
         exit,
-        `${what} failed: ${exit === "" ? "task stopped without an exit status" : exit}`,
+        `${what} failed${kind}: ${exit === "" ? "task stopped without an exit status" : exit}`,
       );
     }
     await sleep(interval, signal);

@@ -1,9 +1,16 @@
-// The byte-level HTTP seam. Two implementations: `fetch` with the operator's
-// CA (CA-only mode) and an HTTP/1.1 client over verified node:tls sockets
-// (any mode with a pinned fingerprint; see tls.ts). The API layer above only
-// sees RawResponse.
+// The byte-level HTTP seam: HTTP/1.1 over node:tls sockets that tls.ts has
+// verified against the configured CA and/or pin, in every trust mode. The API
+// layer above only sees RawResponse.
+//
+// Connections are kept alive and reused (a TLS handshake per request would
+// cost the clone/agent polling loops dearly; bench/transport_bench.ts). A
+// parked connection was verified when it was opened and carries nothing but
+// our own requests, so reuse keeps "every connection is checked".
 
-import { TlsTrustError, TransportError } from "./errors.ts";
+import type tls from "node:tls";
+import { TransportError } from "./errors.ts";
+import { encodeRequest, ResponseParser } from "./http1.ts";
+import { connectVerified, type TrustMaterial } from "./tls.ts";
 
 export interface RawRequest {
   method: "GET" | "POST" | "PUT" | "DELETE";
@@ -14,61 +21,157 @@ export interface RawRequest {
 
 export interface RawResponse {
   status: number;
-  /** The reason phrase when the transport can read it ("" over fetch, which cannot). */
+  /** The reason phrase (PVE puts its error text there). */
   reason: string;
   body: Uint8Array;
 }
 
 export interface Transport {
-  readonly kind: "fetch" | "pinned";
   send(req: RawRequest, signal: AbortSignal): Promise<RawResponse>;
   close(): void;
 }
 
-/** Error texts of rustls/hyper that mean the peer was not trusted. */
-const TRUST_FAILURE_RE = /certificate|UnknownIssuer|NotValidForName|BadSignature|Expired/i;
-
-/** CA-only mode: native fetch; rustls verifies chain and hostname before any byte is sent. */
-export function fetchTransport(caPem: string): Transport {
-  const client = Deno.createHttpClient({ caCerts: [caPem] });
-  return {
-    kind: "fetch",
-    async send(req, signal) {
-      let res: Response;
-      try {
-        res = await fetch(req.url, {
-          method: req.method,
-          headers: req.headers,
-          body: req.body,
-          signal,
-          client,
-          redirect: "manual",
-        });
-      } catch (err) {
-        if (signal.aborted) throw signal.reason ?? err;
-        // The cause chain holds the useful text (e.g. "invalid peer certificate: UnknownIssuer").
-        const text = describeFetchError(err);
-        if (TRUST_FAILURE_RE.test(text)) {
-          throw new TlsTrustError(`TLS verification of ${req.url.host} failed: ${text}`);
-        }
-        throw new TransportError(`connection to ${req.url.host} failed: ${text}`);
-      }
-      const body = new Uint8Array(await res.arrayBuffer());
-      return { status: res.status, reason: "", body };
-    },
-    close() {
-      client.close();
-    },
-  };
+export interface PoolOptions {
+  /** Idle connections kept per host. */
+  maxIdle: number;
+  /** An idle connection is closed after this long (below pveproxy's keep-alive timeout). */
+  idleMs: number;
 }
 
-function describeFetchError(err: unknown): string {
-  const parts: string[] = [];
-  let e: unknown = err;
-  for (let i = 0; i < 4 && e instanceof Error; i++) {
-    parts.push(e.message);
-    e = e.cause;
+export const DEFAULT_POOL: PoolOptions = { maxIdle: 8, idleMs: 2500 };
+
+/** A reused connection the server had already closed: nothing was answered. */
+class StaleConnectionError extends TransportError {}
+
+interface Parked {
+  socket: tls.TLSSocket;
+  timer: ReturnType<typeof setTimeout>;
+  drop: () => void;
+}
+
+/** One request/response exchange on a verified socket. */
+function exchange(
+  socket: tls.TLSSocket,
+  bytes: Uint8Array,
+  reused: boolean,
+  signal: AbortSignal,
+): Promise<{ res: RawResponse; keepAlive: boolean }> {
+  return new Promise((resolve, reject) => {
+    const parser = new ResponseParser();
+    let settled = false;
+    const finish = (err: unknown) => {
+      if (settled) return;
+      settled = true;
+      socket.off("data", onData).off("end", onEnd).off("close", onClose).off("error", onError);
+      signal.removeEventListener("abort", onAbort);
+      if (err !== null) {
+        socket.destroy();
+        return reject(err);
+      }
+      resolve({ res: parser.response(), keepAlive: parser.keepAlive });
+    };
+    const lost = (why: string) =>
+      reused && !parser.sawBytes
+        ? new StaleConnectionError(`kept-alive connection closed: ${why}`)
+        : new TransportError(`request failed: ${why}`);
+    const onData = (d: Uint8Array) => {
+      try {
+        parser.feed(new Uint8Array(d));
+      } catch (e) {
+        return finish(e);
+      }
+      if (parser.done) finish(null);
+    };
+    const onEnd = () => {
+      try {
+        parser.end();
+        finish(null);
+      } catch (e) {
+        finish(parser.sawBytes ? e : lost("closed by the server"));
+      }
+    };
+    const onClose = () => onEnd();
+    const onError = (e: Error) => finish(lost(e.message));
+    const onAbort = () => finish(signal.reason ?? new DOMException("aborted", "AbortError"));
+    if (signal.aborted) return onAbort();
+    socket.on("data", onData).on("end", onEnd).on("close", onClose).on("error", onError);
+    signal.addEventListener("abort", onAbort, { once: true });
+    socket.write(bytes);
+  });
+}
+
+/** Every trust mode: verified node:tls connections, kept alive between requests. */
+export function verifiedTransport(trust: TrustMaterial, pool = DEFAULT_POOL): Transport {
+  if (trust.caPem === null && trust.fingerprint === null) {
+    throw new TransportError("no TLS trust material");
   }
-  // fetch's outer message is just "fetch failed"; the innermost is the informative one.
-  return parts.filter((p) => p !== "fetch failed").at(-1) ?? String(err);
+  const idle = new Map<string, Parked[]>();
+  let closed = false;
+
+  function take(host: string): tls.TLSSocket | null {
+    const list = idle.get(host) ?? [];
+    for (let p = list.pop(); p !== undefined; p = list.pop()) {
+      clearTimeout(p.timer);
+      p.socket.off("data", p.drop).off("end", p.drop).off("close", p.drop).off("error", p.drop);
+      if (!p.socket.destroyed && p.socket.writable) return p.socket;
+      p.socket.destroy();
+    }
+    return null;
+  }
+
+  function park(host: string, socket: tls.TLSSocket): void {
+    const list = idle.get(host) ?? [];
+    idle.set(host, list);
+    if (closed || list.length >= pool.maxIdle || socket.destroyed) return void socket.destroy();
+    // Anything happening on an idle connection (the server closing it, stray
+    // bytes) makes it unusable: drop it.
+    const entry: Parked = {
+      socket,
+      timer: setTimeout(() => entry.drop(), pool.idleMs),
+      drop: () => {
+        clearTimeout(entry.timer);
+        const i = list.indexOf(entry);
+        if (i >= 0) list.splice(i, 1);
+        socket.destroy();
+      },
+    };
+    socket.on("data", entry.drop).on("end", entry.drop).on("close", entry.drop).on(
+      "error",
+      entry.drop,
+    );
+    list.push(entry);
+  }
+
+  return {
+    async send(req, signal) {
+      const bytes = encodeRequest(req);
+      const host = req.url.host;
+      for (;;) {
+        let socket = take(host);
+        const reused = socket !== null;
+        socket ??= await connectVerified(req.url, trust, signal);
+        try {
+          const { res, keepAlive } = await exchange(socket, bytes, reused, signal);
+          if (keepAlive) park(host, socket);
+          else socket.destroy();
+          return res;
+        } catch (err) {
+          socket.destroy();
+          // The server closed a parked connection as we wrote: a GET is safe to send
+          // again on a fresh one. Anything else may have been received: the caller decides.
+          if (err instanceof StaleConnectionError && req.method === "GET") continue;
+          throw err;
+        }
+      }
+    },
+    close() {
+      closed = true;
+      for (const list of idle.values()) {
+        for (const p of list.splice(0)) {
+          clearTimeout(p.timer);
+          p.socket.destroy();
+        }
+      }
+    },
+  };
 }

@@ -4,8 +4,15 @@
 
 import { getLogger } from "@logtape/logtape";
 import { BackendError } from "../kit/backend.ts";
-import { isTransient, missingVerdict, ProxmoxApiError, serverTextOf } from "./errors.ts";
-import type { ApiClient } from "./http.ts";
+import {
+  isStorageProblem,
+  isTransient,
+  missingVerdict,
+  ProxmoxApiError,
+  serverTextOf,
+  TaskFailedError,
+} from "./errors.ts";
+import type { ApiClient, ReadOptions } from "./http.ts";
 import { type PollTiming, waitTask } from "./tasks.ts";
 import { sleep } from "../kit/deadline.ts";
 
@@ -74,9 +81,10 @@ async function readVm<T>(
   vmid: number,
   sub: string,
   signal: AbortSignal,
+  read?: ReadOptions,
 ): Promise<T | null> {
   try {
-    return await api.get<T>(`${vmPath(node, vmid)}/${sub}`, undefined, signal);
+    return await api.get<T>(`${vmPath(node, vmid)}/${sub}`, undefined, signal, read);
   } catch (err) {
     if (!signal.aborted && await isMissingHere(api, node, vmid, err, signal)) return null;
     throw err;
@@ -88,8 +96,9 @@ export async function readConfig(
   node: string,
   vmid: number,
   signal: AbortSignal,
+  read?: ReadOptions,
 ): Promise<VmConfig | null> {
-  const c = await readVm<VmConfig>(api, node, vmid, "config", signal);
+  const c = await readVm<VmConfig>(api, node, vmid, "config", signal, read);
   return c === null ? null : c ?? {};
 }
 
@@ -239,7 +248,13 @@ export async function waitUnlocked(
 
 /**
  * Destroy a stopped VM with purge and unreferenced disks, and wait until its
- * config is gone. Resolves "gone" also when it was already missing.
+ * config is gone. Resolves also when it was already missing.
+ *
+ * destroy-unreferenced-disks=1 makes PVE activate every image storage of the
+ * node; one offline storage fails the task after the referenced disks were
+ * freed, on every retry (docs/troubleshooting.md). Such a failure is retried
+ * once without the flag, which removes the VM; disks only an unreferenced
+ * sweep would have found are left for the operator.
  */
 export async function destroyVm(
   api: ApiClient,
@@ -248,16 +263,37 @@ export async function destroyVm(
   timing: VmTiming,
   signal: AbortSignal,
 ): Promise<void> {
-  const query = { purge: 1, "destroy-unreferenced-disks": 1 };
+  let sweep = true;
+  let storageError = "";
   for (let attempt = 1;; attempt++) {
+    const query = sweep ? { purge: 1, "destroy-unreferenced-disks": 1 } : { purge: 1 };
     try {
       const upid = await api.del(vmPath(node, vmid), query, signal);
       await waitTask(api, upid, `destroy of VM ${vmid}`, timing.task, signal);
+      if (!sweep) {
+        log.warn(
+          "destroyed VM {vmid} without destroy-unreferenced-disks ({error}); disks of VM " +
+            "{vmid} that its config did not reference may remain on that storage: remove " +
+            "them by hand once it is back",
+          { vmid, node, error: storageError },
+        );
+      }
       return;
     } catch (err) {
       if (signal.aborted) throw signal.reason;
       if (await isMissingHere(api, node, vmid, err, signal)) return;
       const text = serverTextOf(err);
+      if (sweep && err instanceof TaskFailedError && isStorageProblem(text)) {
+        log.warn(
+          "destroy of VM {vmid} failed on a storage problem ({error}); retrying without " +
+            "destroy-unreferenced-disks",
+          { vmid, node, error: text },
+        );
+        sweep = false;
+        storageError = text;
+        attempt--;
+        continue;
+      }
       const retryable = isTransient(err) || /is running - destroy failed|VM is locked/i.test(text);
       if (!retryable || attempt >= timing.actionAttempts) throw err;
       log.warn("destroy of VM {vmid} did not complete; re-reading its state", {

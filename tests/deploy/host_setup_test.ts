@@ -4,6 +4,8 @@
 
 import assert from "node:assert/strict";
 import { ROOT } from "./helm_helpers.ts";
+import { rig, signal, slot } from "../proxmox/helpers.ts";
+import type { SimAcl, SimAclEntry } from "../pvesim/mod.ts";
 
 const SETUP = `${ROOT}deploy/host-setup/setup-token.sh`;
 const SCRIPTS = [SETUP, `${ROOT}deploy/install-helm.sh`];
@@ -115,7 +117,8 @@ Deno.test("setup-token.sh: fresh PVE 9 cluster gets user, scoped roles, pool, pr
     ...aclPair("/pool/bigfleet", "BigFleetProvisioner", 1),
     ...aclPair("/vms/9000", "BigFleetTemplateCloner", 0),
     ...aclPair("/storage/local-lvm", "BigFleetStorage", 0),
-    ...aclPair("/sdn/zones/localnetwork/vmbr0", "BigFleetNetwork", 0),
+    // Propagated: template NICs with a VLAN tag need SDN.Use on <bridge>/<tag>.
+    ...aclPair("/sdn/zones/localnetwork/vmbr0", "BigFleetNetwork", 1),
     ...aclPair("/vms", "BigFleetAuditor", 1),
   ]);
   // The secret is printed exactly once, with the Secret to put it in.
@@ -150,8 +153,8 @@ Deno.test("setup-token.sh: re-run on PVE 8 updates roles, keeps user, pool and t
       ...aclPair("/vms/9000", "BigFleetTemplateCloner", 0),
       ...aclPair("/vms/9001", "BigFleetTemplateCloner", 0),
       ...aclPair("/storage/ceph", "BigFleetStorage", 0),
-      ...aclPair("/sdn/zones/localnetwork/vmbr1", "BigFleetNetwork", 0),
-      ...aclPair("/sdn/zones/zone1/vnet7", "BigFleetNetwork", 0),
+      ...aclPair("/sdn/zones/localnetwork/vmbr1", "BigFleetNetwork", 1),
+      ...aclPair("/sdn/zones/zone1/vnet7", "BigFleetNetwork", 1),
     ]
   ) assert.ok(res.mutations.includes(acl), acl);
   assert.ok(!res.stdout.includes(SECRET));
@@ -190,6 +193,9 @@ Deno.test("setup-token.sh: bad input is refused before anything is changed", asy
       ["--pool", "bad pool"],
       ["--bogus"],
       ["--pve-major", "x"],
+      ["--vlan-tags", "0"],
+      ["--vlan-tags", "4095"],
+      ["--vlan-tags", "100,abc"],
     ]
   ) {
     const res = await setupToken({ roles: ROLES_PVE9 }, args);
@@ -202,3 +208,71 @@ Deno.test("setup-token.sh: bad input is refused before anything is changed", asy
   assert.notEqual(res.code, 0);
   assert.match(res.stderr, /cannot tell the PVE version/);
 });
+
+Deno.test("setup-token.sh: --vlan-tags grants exactly those VLANs of each bridge, not the whole bridge", async () => {
+  for (const roles of [ROLES_PVE8, ROLES_PVE9]) {
+    const res = await setupToken({ roles }, [
+      "--bridges",
+      "vmbr0,zone1/vnet7",
+      "--vlan-tags",
+      "100,200",
+    ]);
+    assert.equal(res.code, 0, res.stderr);
+    const sdn = res.mutations.filter((c) => c.includes("/sdn/"));
+    assert.deepEqual(sdn, [
+      ...aclPair("/sdn/zones/localnetwork/vmbr0", "BigFleetNetwork", 0),
+      ...aclPair("/sdn/zones/localnetwork/vmbr0/100", "BigFleetNetwork", 0),
+      ...aclPair("/sdn/zones/localnetwork/vmbr0/200", "BigFleetNetwork", 0),
+      ...aclPair("/sdn/zones/zone1/vnet7", "BigFleetNetwork", 0),
+      ...aclPair("/sdn/zones/zone1/vnet7/100", "BigFleetNetwork", 0),
+      ...aclPair("/sdn/zones/zone1/vnet7/200", "BigFleetNetwork", 0),
+    ]);
+  }
+});
+
+/** The ACLs a run of setup-token.sh wrote, as the simulator's ACL model takes them. */
+function aclOf(mutations: string[]): SimAcl {
+  const roles = new Map<string, string[]>();
+  const entries: SimAclEntry[] = [];
+  for (const c of mutations) {
+    const role = /^role (?:add|modify) (\S+) --privs (\S+)$/.exec(c);
+    if (role) roles.set(role[1], role[2].split(","));
+    const acl = /^acl modify (\S+) --(users|tokens) \S+ --roles (\S+) --propagate ([01])$/.exec(c);
+    if (acl) {
+      entries.push({
+        path: acl[1],
+        privs: roles.get(acl[3]) ?? [],
+        propagate: acl[4] === "1",
+        ugid: acl[2] === "users" ? "user" : "token",
+      });
+    }
+  }
+  return { entries };
+}
+
+for (const [pve, roles] of [["8", ROLES_PVE8], ["9", ROLES_PVE9]] as const) {
+  Deno.test(`setup-token.sh (PVE ${pve}): its ACL lets the provider clone a template whose NIC has a VLAN tag`, async () => {
+    for (
+      const [args, ok] of [
+        [[], true],
+        [["--vlan-tags", "100"], true],
+        [["--vlan-tags", "200"], false],
+      ] as const
+    ) {
+      const res = await setupToken({ roles }, [...args]);
+      assert.equal(res.code, 0, res.stderr);
+      await using r = await rig({ acl: aclOf(res.mutations) });
+      r.sim.editVmOutOfBand(9000, (c) => {
+        c.net0 = `${c.net0},tag=100`;
+      });
+      const made = await r.backend.create(slot("pve1"), signal()).then(() => null, (e) => e);
+      if (ok) assert.equal(made, null, `${args.join(" ")}: ${made}`);
+      else {
+        assert.match(
+          String(made),
+          /403 Permission check failed \(\/sdn\/zones\/localnetwork\/vmbr0\/100, SDN\.Use\)/,
+        );
+      }
+    }
+  });
+}

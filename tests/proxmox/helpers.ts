@@ -2,6 +2,7 @@
 // fast timings, and a log capture used to prove secrets never reach logs.
 
 import { configureSync, type LogRecord, resetSync } from "@logtape/logtape";
+import net from "node:net";
 import { builtinCatalog } from "../../src/config/catalog.ts";
 import type { Config, ProxmoxConfig, TemplateSource } from "../../src/config/types.ts";
 import type { Backend } from "../../src/kit/backend.ts";
@@ -176,4 +177,62 @@ export function vmidOf(hostRef: string): number {
 /** All requests that carried a valid token. */
 export function authed(sim: Simulator) {
   return sim.requests.filter((r) => r.authenticated);
+}
+
+/**
+ * A TCP relay in front of a server. `route(n)` picks the upstream port of the
+ * n-th connection (from 0); `swap(port)` sends every later connection to
+ * `port` and cuts the open ones (forcing new handshakes).
+ */
+export async function tcpRelay(route: (n: number) => number) {
+  let pick = route;
+  let n = 0;
+  const open = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const up = net.connect(pick(n++), "127.0.0.1");
+    open.add(client).add(up);
+    client.pipe(up).pipe(client);
+    const end = () => {
+      client.destroy();
+      up.destroy();
+      open.delete(client);
+      open.delete(up);
+    };
+    client.on("error", end).on("close", end);
+    up.on("error", end).on("close", end);
+  });
+  await new Promise<void>((f) => server.listen(0, "127.0.0.1", f));
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    swap(port: number) {
+      pick = () => port;
+      for (const s of open) s.destroy();
+    },
+    close() {
+      for (const s of open) s.destroy();
+      return new Promise<void>((f) => server.close(() => f()));
+    },
+  };
+}
+
+/**
+ * Flags for a provider process on `sim` (token from `tokenFile`). `trust`
+ * defaults to the simulator's CA file; `apiUrl` to the simulator itself.
+ */
+export function providerArgs(
+  sim: Simulator,
+  tokenFile: string,
+  o: { trust?: string[]; apiUrl?: string; seed?: number } = {},
+): string[] {
+  return [
+    "--provider=pve-test",
+    `--proxmox-api-url=${o.apiUrl ?? sim.url}`,
+    `--proxmox-token-id=${sim.tokenId}`,
+    `--proxmox-token-file=${tokenFile}`,
+    "--nodes=pve1,pve2",
+    "--proxmox-pool=bigfleet",
+    `--seed-count=${o.seed ?? 4}`,
+    "--metrics-addr=",
+    ...(o.trust ?? [`--proxmox-ca-file=${sim.caFile}`]),
+  ];
 }

@@ -1,14 +1,22 @@
-// TLS trust: CA mode (fetch), fingerprint pinning (verified node:tls per
-// request), both. A wrong CA or pin must fail clearly with no authenticated
+// TLS trust: CA mode, fingerprint pinning, both (verified node:tls
+// connections in every mode). A wrong CA or pin must fail clearly with no authenticated
 // request reaching the server, on the first connection and on every later one.
 
 import assert from "node:assert/strict";
-import net from "node:net";
 import { createProxmoxBackend, TlsTrustError } from "../../src/proxmox/mod.ts";
-import { pinnedTransport } from "../../src/proxmox/tls.ts";
-import { fetchTransport } from "../../src/proxmox/transport.ts";
+import { verifiedTransport } from "../../src/proxmox/transport.ts";
 import { type Simulator, startSimulator } from "../pvesim/mod.ts";
-import { authed, captureLogs, configFor, FAST, rig, signal, slot, vmidOf } from "./helpers.ts";
+import {
+  authed,
+  captureLogs,
+  configFor,
+  FAST,
+  rig,
+  signal,
+  slot,
+  tcpRelay,
+  vmidOf,
+} from "./helpers.ts";
 
 captureLogs();
 
@@ -55,11 +63,14 @@ Deno.test("the transports refuse an unverified peer per request, before sending 
   try {
     const url = new URL(sim.url + "/cluster/resources");
     const req = { method: "GET" as const, url, headers: { Authorization: sim.authHeader } };
-    const pinned = pinnedTransport({ caPem: null, fingerprint: "AA:" + sim.fingerprint.slice(3) });
+    const pinned = verifiedTransport({
+      caPem: null,
+      fingerprint: "AA:" + sim.fingerprint.slice(3),
+    });
     await assert.rejects(pinned.send(req, signal()), TlsTrustError);
-    const fetched = fetchTransport(sim.wrongCaPem);
-    await assert.rejects(fetched.send(req, signal()), TlsTrustError);
-    fetched.close();
+    const ca = verifiedTransport({ caPem: sim.wrongCaPem, fingerprint: null });
+    await assert.rejects(ca.send(req, signal()), TlsTrustError);
+    ca.close();
     assert.equal(sim.requests.length, 0);
   } finally {
     await sim.close();
@@ -118,37 +129,6 @@ Deno.test("pinning ignores the hostname; CA mode checks it", async () => {
   }
 });
 
-/** A TCP relay whose upstream can be swapped, closing open connections (forcing new handshakes). */
-async function relay(target: number) {
-  let upstream = target;
-  const open = new Set<net.Socket>();
-  const server = net.createServer((client) => {
-    const up = net.connect(upstream, "127.0.0.1");
-    open.add(client).add(up);
-    client.pipe(up).pipe(client);
-    const end = () => {
-      client.destroy();
-      up.destroy();
-      open.delete(client);
-      open.delete(up);
-    };
-    client.on("error", end).on("close", end);
-    up.on("error", end).on("close", end);
-  });
-  await new Promise<void>((f) => server.listen(0, "127.0.0.1", f));
-  return {
-    port: (server.address() as net.AddressInfo).port,
-    swap(port: number) {
-      upstream = port;
-      for (const s of open) s.destroy();
-    },
-    close: () => {
-      for (const s of open) s.destroy();
-      return new Promise<void>((f) => server.close(() => f()));
-    },
-  };
-}
-
 /**
  * An impostor in its own process, accepting the same token (so a request that
  * reached it would succeed). In-process simulators share TLS session-ticket
@@ -193,7 +173,7 @@ for (const mode of ["ca", "fingerprint"] as const) {
   Deno.test(`an impostor appearing after startup never sees the token (${mode} mode)`, async () => {
     const real = await startSimulator();
     const impostor = await spawnImpostor(real);
-    const proxy = await relay(real.port);
+    const proxy = await tcpRelay(() => real.port);
     const over = mode === "ca"
       ? { caPem: real.caPem }
       : { caPem: null, fingerprint: real.fingerprint };

@@ -19,7 +19,8 @@ import {
   toBase64,
 } from "../../src/proxmox/agent.ts";
 import { errorFromResponse } from "../../src/proxmox/http.ts";
-import { decodeChunked, normalizeFingerprint } from "../../src/proxmox/tls.ts";
+import { normalizeFingerprint } from "../../src/proxmox/tls.ts";
+import { ResponseParser } from "../../src/proxmox/http1.ts";
 import { isTransient, missingVerdict } from "../../src/proxmox/errors.ts";
 
 const enc = (s: string) => new TextEncoder().encode(s);
@@ -193,11 +194,48 @@ Deno.test("error text: message, reason phrase, legacy fallbacks", () => {
   assert.match(e.message, /401 authentication failed/);
 });
 
-Deno.test("chunked decoding and fingerprint normalisation", () => {
-  assert.equal(
-    new TextDecoder().decode(decodeChunked(enc("3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\n"))),
-    "abcde",
-  );
+/** Feed a response in pieces of `step` bytes; returns the parser. */
+function parse(text: string, step: number): ResponseParser {
+  const p = new ResponseParser();
+  const bytes = enc(text);
+  for (let i = 0; i < bytes.length && !p.done; i += step) p.feed(bytes.subarray(i, i + step));
+  return p;
+}
+
+Deno.test("HTTP/1.1 response framing: length, chunked, EOF; keep-alive only when safe", () => {
+  const dec = (p: ResponseParser) => new TextDecoder().decode(p.response().body);
+  for (const step of [1, 2, 3, 7, 1000]) {
+    let p = parse("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", step);
+    assert.ok(p.done && p.keepAlive, `length, step ${step}`);
+    assert.equal(dec(p), "hello");
+    p = parse(
+      "HTTP/1.1 500 VM is locked (clone)\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n" +
+        "3\r\nabc\r\n2;x=y\r\nde\r\n0\r\nX-T: 1\r\n\r\n",
+      step,
+    );
+    assert.ok(p.done, `chunked, step ${step}`);
+    assert.equal(p.keepAlive, false, "Connection: close");
+    assert.equal(dec(p), "abcde");
+    assert.deepEqual([p.response().status, p.response().reason], [500, "VM is locked (clone)"]);
+    p = parse("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n", step);
+    assert.ok(p.done && p.keepAlive && p.response().status === 204, `1xx, step ${step}`);
+  }
+  // No length and not chunked: the body runs to EOF, and the connection cannot be reused.
+  const eof = parse("HTTP/1.1 596 Connection timed out\r\n\r\nConnection timed", 4);
+  assert.equal(eof.done, false);
+  eof.end();
+  assert.ok(eof.done && !eof.keepAlive);
+  assert.equal(dec(eof), "Connection timed");
+  // Truncated responses are errors, not short bodies.
+  assert.throws(() => parse("HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nshort", 100).end());
+  assert.throws(() => new ResponseParser().end(), /before a complete HTTP response/);
+  assert.throws(() => parse("SMTP ready\r\n\r\n", 100), /malformed/);
+  // Bytes after a complete response: the connection is not reusable.
+  const extra = parse("HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nxy", 100);
+  assert.ok(extra.done && !extra.keepAlive);
+});
+
+Deno.test("fingerprint normalisation", () => {
   const hex = "ab".repeat(32);
   assert.equal(normalizeFingerprint(hex), ("AB:".repeat(32)).slice(0, -1));
   assert.equal(normalizeFingerprint("AB:".repeat(31) + "AB"), ("AB:".repeat(32)).slice(0, -1));

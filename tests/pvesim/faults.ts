@@ -23,6 +23,10 @@ export function defaultFaults(auditHidden: boolean): SimFaults {
     forbidden: false,
     auditHidden,
     hiddenStorages: [],
+    offlineStorages: [],
+    offlineNodes: [],
+    acl: null,
+    offlineReply: { status: 595, reason: "No route to host", delayMs: 0 },
   };
 }
 
@@ -53,6 +57,12 @@ export function take596(f: SimFaults, method: string, path: string): Http596Rule
   rule.count--;
   if (rule.count <= 0) f.http596.splice(i, 1);
   return rule;
+}
+
+/** The offline node a request path is proxied to, or null (faults.offlineNodes). */
+export function offlineNodeOf(f: SimFaults, path: string): string | null {
+  const m = /^\/nodes\/([^/]+)(?:\/|$)/.exec(path);
+  return m && f.offlineNodes.includes(m[1]) ? m[1] : null;
 }
 
 export function isForbidden(f: SimFaults, path: string): boolean {

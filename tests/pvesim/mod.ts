@@ -80,6 +80,7 @@ export async function startSimulator(opts: SimOptions = {}): Promise<Simulator> 
 
   const timers = new Timers();
   const faults = defaultFaults(opts.auditHidden ?? false);
+  faults.acl = opts.acl ?? null;
   const core: SimCore = {
     state,
     tasks: new TaskRegistry(timers),
@@ -87,6 +88,7 @@ export async function startSimulator(opts: SimOptions = {}): Promise<Simulator> 
     faults,
     bootstrapPath: opts.bootstrapPath ?? "/run/bigfleet-bootstrap",
     bootstrapExec: opts.bootstrapExec ?? ["/bin/sh"],
+    pveVersion: opts.pveVersion ?? "8.4.1",
   };
 
   const ownDir = opts.certDir === undefined;
@@ -148,6 +150,11 @@ export async function startSimulator(opts: SimOptions = {}): Promise<Simulator> 
     deleteVmOutOfBand: (vmid) => {
       mustVm(vmid);
       state.vms.delete(vmid);
+    },
+    editVmOutOfBand: (vmid, edit) => {
+      const vm = mustVm(vmid);
+      edit(vm.config);
+      state.publish(vm);
     },
     addVm: (t) => void state.addTemplate(t),
     setLock: (vmid, lock) => {

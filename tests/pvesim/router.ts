@@ -13,6 +13,8 @@ export interface SimCore extends AgentEnv {
   tasks: TaskRegistry;
   timers: Timers;
   faults: SimFaults;
+  /** The pve-manager version the simulator claims to be (SimOptions.pveVersion). */
+  pveVersion: string;
 }
 
 export interface RouteCtx {

@@ -6,7 +6,7 @@
 import https from "node:https";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { ApiError, forbidden, reasonPhrase } from "./errors.ts";
-import { isForbidden, take596 } from "./faults.ts";
+import { isForbidden, offlineNodeOf, take596 } from "./faults.ts";
 import { validate } from "./params.ts";
 import { matchRoute, type Route, type SimCore } from "./router.ts";
 import type { SimRequestLog } from "./types.ts";
@@ -222,6 +222,12 @@ export class SimServer {
     }
     log.authenticated = true;
 
+    if (offlineNodeOf(o.core.faults, path) !== null) {
+      // pveproxy's connection to that node fails (AnyEvent::HTTP 595/596): no JSON, no body.
+      const { status, reason, delayMs } = o.core.faults.offlineReply;
+      if (delayMs > 0) await o.core.timers.sleep(delayMs);
+      return { status, reason, headers: {}, body: "" };
+    }
     if (!url.pathname.startsWith(PREFIX + "/")) {
       throw new ApiError(501, `Method '${method} ${url.pathname}' not implemented`);
     }

@@ -97,6 +97,30 @@ export interface SimOptions {
   maxBodyBytes?: number;
   /** Directory for certificates; default a fresh temp dir (removed on close). */
   certDir?: string;
+  /**
+   * The PVE release to behave like (default "8.4.1"): reported by /version and
+   * node status; below 8.2 a `%XX` in a description reads back URI-unescaped.
+   */
+  pveVersion?: string;
+  /** Initial `faults.acl`. */
+  acl?: SimAcl;
+}
+
+/** One ACL entry as `pveum acl modify <path> --roles … --propagate …` writes it. */
+export interface SimAclEntry {
+  path: string;
+  /** The privileges of the roles granted there. */
+  privs: string[];
+  /** Default false (pveum's default is true; the model wants it said). */
+  propagate?: boolean;
+  /** Whom it is granted to: the token (default) or its user. */
+  ugid?: "user" | "token";
+}
+
+export interface SimAcl {
+  entries: SimAclEntry[];
+  /** SDN vnet → zone; any other bridge is in `localnetwork`. */
+  vnetZones?: Record<string, string>;
 }
 
 export type TaskType = "qmclone" | "qmstart" | "qmstop" | "qmshutdown" | "qmdestroy" | "qmconfig";
@@ -168,6 +192,26 @@ export interface SimFaults {
   hiddenStorages: string[];
   /** Called with every authenticated, routed request before it is handled (to stage races). */
   onRequest?: (method: string, path: string) => void;
+  /**
+   * Image storages (ids) that are offline on every node: a destroy with
+   * destroy-unreferenced-disks=1 then dies with `storage '<id>' is not online`
+   * after freeing the referenced disks. Listed in resources as status unknown.
+   */
+  offlineStorages: string[];
+  /**
+   * Nodes that are down. Every per-node route (`/nodes/<node>/...`, proxied by
+   * pveproxy) answers `offlineReply` with an empty body; cluster/resources
+   * still lists their guests, with status `unknown` and no RRD fields; /nodes
+   * and /cluster/resources show the node `offline`, /cluster/status `online: 0`.
+   */
+  offlineNodes: string[];
+  /**
+   * ACLs of the API token (see acl.ts); null (default: SimOptions.acl) grants
+   * everything. Enforced for the SDN.Use checks of clone on the source's NICs.
+   */
+  acl: SimAcl | null;
+  /** What a request for an offline node gets. Default 595 "No route to host", no delay. */
+  offlineReply: { status: number; reason: string; delayMs: number };
   /** Override the scripted guest: return a result to take over, undefined to fall through. */
   execHandler?: (argv: string[], stdin: Uint8Array, vmid: number) => GuestResult | undefined;
 }
@@ -268,6 +312,12 @@ export interface Simulator {
   startVmOutOfBand(vmid: number): void;
   /** Someone deleted the VM by hand (no task). */
   deleteVmOutOfBand(vmid: number): void;
+  /**
+   * Change a VM's config outside the API (another client, a task we do not
+   * model), e.g. a stranger's clone held at `{lock: "clone"}`. `edit` mutates
+   * the config in place; cluster/resources picks it up like any change.
+   */
+  editVmOutOfBand(vmid: number, edit: (config: Record<string, string | number>) => void): void;
   /** Seed an extra VM or template at run time. */
   addVm(t: SimTemplate): void;
   /** Set (or with undefined, clear) a VM's config `lock` by hand, as `qm set --lock` / `qm unlock` do. */

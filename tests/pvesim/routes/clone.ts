@@ -24,6 +24,7 @@ import {
   volumesOf,
   volumeStorage,
 } from "../storage.ts";
+import { checkNetworkAccess } from "../acl.ts";
 import { checkNode } from "./nodes.ts";
 import { openVm, vmPerm } from "./qemu.ts";
 
@@ -309,6 +310,8 @@ export const cloneRoutes: Route[] = [
       if (!sharedVm(core, src.config) && a.target !== undefined) {
         throw fail(`can't clone VM to node '${a.target}' (VM uses local storage)`);
       }
+      // SDN.Use on each NIC's bridge or VLAN, before the fork (check_vnet_access).
+      checkNetworkAccess(core, src.config);
       const race = takeRace(core);
       if (race === "sync") injectRace(core, a, race);
       // Only the local node's config directory is checked here.

@@ -30,7 +30,7 @@ function clusterStatus(core: SimCore): unknown[] {
       nodeid: i + 1,
       ip: `10.0.0.${i + 1}`,
       local: i === 0 ? 1 : 0,
-      online: 1,
+      online: core.faults.offlineNodes.includes(n) ? 0 : 1,
       level: "",
     })
   );
@@ -44,8 +44,9 @@ function qemuEntry(core: SimCore, vm: VmRecord): Record<string, unknown> {
     node: vm.node,
     type: "qemu",
   };
-  // name/status/template come from pvestatd's RRD data, which lags.
-  const rrd = core.state.rrdView(vm);
+  // name/status/template come from pvestatd's RRD data, which lags, and
+  // which a node that is down no longer sends.
+  const rrd = core.faults.offlineNodes.includes(vm.node) ? undefined : core.state.rrdView(vm);
   if (rrd) {
     Object.assign(e, {
       status: rrd.status,
@@ -62,27 +63,33 @@ function qemuEntry(core: SimCore, vm: VmRecord): Record<string, unknown> {
   return e;
 }
 
+/** A node as /nodes and cluster/resources list it; a node that is down has no stats. */
+export function nodeEntry(core: SimCore, n: string): Record<string, unknown> {
+  if (core.faults.offlineNodes.includes(n)) {
+    return { id: `node/${n}`, type: "node", node: n, status: "offline", level: "" };
+  }
+  return {
+    id: `node/${n}`,
+    type: "node",
+    node: n,
+    status: "online",
+    level: "",
+    maxcpu: 16,
+    cpu: 0.03,
+    maxmem: 68719476736,
+    mem: 8589934592,
+    maxdisk: 107374182400,
+    disk: 10737418240,
+    uptime: 864000,
+    cgroup_mode: 2,
+  };
+}
+
 function resources(core: SimCore, type?: string): unknown[] {
   const out: unknown[] = [];
   const { state, faults } = core;
   if (type === undefined || type === "node") {
-    for (const n of state.nodes) {
-      out.push({
-        id: `node/${n}`,
-        type: "node",
-        node: n,
-        status: "online",
-        level: "",
-        maxcpu: 16,
-        cpu: 0.03,
-        maxmem: 68719476736,
-        mem: 8589934592,
-        maxdisk: 107374182400,
-        disk: 10737418240,
-        uptime: 864000,
-        cgroup_mode: 2,
-      });
-    }
+    for (const n of state.nodes) out.push(nodeEntry(core, n));
   }
   if (type === undefined || type === "storage") out.push(...storageEntries(core));
   if ((type === undefined || type === "vm") && !faults.auditHidden) {
@@ -136,7 +143,11 @@ export const clusterRoutes: Route[] = [
     pattern: "/version",
     schema: {},
     perm: root,
-    handler: () => ({ version: "8.4.1", release: "8.4", repoid: "2a5fa54a8503f96d" }),
+    handler: ({ core }) => ({
+      version: core.pveVersion,
+      release: core.pveVersion.split(".").slice(0, 2).join("."),
+      repoid: "2a5fa54a8503f96d",
+    }),
   },
   {
     method: "GET",

@@ -4,6 +4,7 @@ import { fail, paramError } from "../errors.ts";
 import { NODE } from "../params.ts";
 import type { Route, SimCore } from "../router.ts";
 import { parseUpid, type Task } from "../tasks.ts";
+import { nodeEntry } from "./cluster.ts";
 
 /** pveproxy resolves the node name before proxying; an unknown one dies. */
 export function checkNode(core: SimCore, node: string): void {
@@ -14,7 +15,7 @@ export function checkNode(core: SimCore, node: string): void {
   }
 }
 
-function nodeStatus(): Record<string, unknown> {
+function nodeStatus(core: SimCore): Record<string, unknown> {
   return {
     cpu: 0.031,
     wait: 0.001,
@@ -22,7 +23,7 @@ function nodeStatus(): Record<string, unknown> {
     uptime: 864000,
     loadavg: ["0.42", "0.38", "0.35"],
     kversion: "Linux 6.8.12-4-pve #1 SMP PREEMPT_DYNAMIC PMX 6.8.12-4 (2024-11-06T15:04Z)",
-    pveversion: "pve-manager/8.4.1/2a5fa54a8503f96d",
+    pveversion: `pve-manager/${core.pveVersion}/2a5fa54a8503f96d`,
     "current-kernel": {
       machine: "x86_64",
       release: "6.8.12-4-pve",
@@ -64,13 +65,21 @@ const nodePerm = (p: Record<string, unknown>): [string, string] => [
 
 export const nodeRoutes: Route[] = [
   {
+    // Served by the node we talk to from cluster membership: no proxying.
+    method: "GET",
+    pattern: "/nodes",
+    schema: {},
+    perm: () => ["/", "Sys.Audit"],
+    handler: ({ core }) => core.state.nodes.map((n) => nodeEntry(core, n)),
+  },
+  {
     method: "GET",
     pattern: "/nodes/{node}/status",
     schema: { node: NODE },
     perm: nodePerm,
     handler: ({ core, params }) => {
       checkNode(core, params.node as string);
-      return nodeStatus();
+      return nodeStatus(core);
     },
   },
   {

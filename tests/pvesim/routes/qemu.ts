@@ -15,6 +15,8 @@ import {
 } from "../params.ts";
 import type { Route, RouteCtx, SimCore } from "../router.ts";
 import { agentEnabled, effectiveVcpus, usageStats, type VmRecord } from "../state.ts";
+import { descriptionAsRead } from "../codec.ts";
+import { destroyDisks } from "../destroy.ts";
 import { checkNode } from "./nodes.ts";
 
 export const vmPerm = (priv: string) => (p: Params): [string, string] => [`/vms/${p.vmid}`, priv];
@@ -185,14 +187,14 @@ function applyConfig(core: SimCore, vm: VmRecord, params: Params): void {
 function vmTask(
   ctx: RouteCtx,
   type: "qmstart" | "qmstop" | "qmdestroy" | "qmconfig",
-  work: (vm: VmRecord | undefined) => Promise<void>,
+  work: (vm: VmRecord | undefined) => Promise<number | void>,
 ): string {
   const { core, params, authid } = ctx;
   const node = params.node as string;
   const vmid = params.vmid as number;
-  const t = core.tasks.start(node, type, String(vmid), authid, async () => {
+  const t = core.tasks.start(node, type, String(vmid), authid, () => {
     const vm = core.state.vms.get(vmid);
-    await work(vm && vm.node === node ? vm : undefined);
+    return work(vm && vm.node === node ? vm : undefined);
   });
   return t.upid;
 }
@@ -234,7 +236,14 @@ export const qemuRoutes: Route[] = [
       snapshot: { type: "string", optional: true },
     },
     perm: vmPerm("VM.Audit"),
-    handler: ({ core, params }) => core.state.configView(openVm(core, params)),
+    handler: ({ core, params }) => {
+      const view = core.state.configView(openVm(core, params));
+      // The description lives in `#` comment lines: pve-common's codec applies.
+      if (view.description !== undefined) {
+        view.description = descriptionAsRead(String(view.description), core.pveVersion);
+      }
+      return view;
+    },
   },
   {
     method: "PUT",
@@ -366,9 +375,11 @@ export const qemuRoutes: Route[] = [
           throw new TaskFailure(`VM ${v.vmid} is running - destroy failed`);
         }
         injected(core, "qmdestroy");
+        const warnings = destroyDisks(core, v, params["destroy-unreferenced-disks"] === true);
         v.config.lock = "destroyed";
         await core.timers.sleep(core.state.timing.taskMs);
         if (core.state.vms.get(v.vmid) === v) core.state.vms.delete(v.vmid);
+        return warnings;
       });
     },
   },

@@ -11,23 +11,40 @@ export function visibleStorages(core: SimCore): StorageRecord[] {
     .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 }
 
-/** One `/cluster/resources` entry per storage and node it exists on. */
+/**
+ * One `/cluster/resources` entry per storage and node it exists on. A storage
+ * that is offline (faults.offlineStorages, even one storage.cfg does not
+ * define here), or on a node that is down, has no usage data: status unknown.
+ */
 export function storageEntries(core: SimCore): Record<string, unknown>[] {
+  const { offlineNodes, offlineStorages } = core.faults;
   const out: Record<string, unknown>[] = [];
   for (const n of core.state.nodes) {
-    for (const s of visibleStorages(core)) {
+    const visible = visibleStorages(core);
+    for (const s of visible) {
       if (!availableOn(s, n)) continue;
+      const down = offlineNodes.includes(n) || offlineStorages.includes(s.id);
       out.push({
         id: `storage/${n}/${s.id}`,
         type: "storage",
         storage: s.id,
         node: n,
-        status: "available",
+        status: down ? "unknown" : "available",
         plugintype: s.type,
         content: s.content,
         shared: s.shared ? 1 : 0,
-        maxdisk: 1099511627776,
-        disk: 53687091200,
+        ...(down ? {} : { maxdisk: 1099511627776, disk: 53687091200 }),
+      });
+    }
+    for (const id of offlineStorages) {
+      if (visible.some((s) => s.id === id)) continue;
+      out.push({
+        id: `storage/${n}/${id}`,
+        type: "storage",
+        storage: id,
+        node: n,
+        status: "unknown",
+        content: "images",
       });
     }
   }

@@ -1,0 +1,138 @@
+// One node of the cluster down (pveproxy answers 595/596 for it; the listing
+// shows its VMs `unknown`): describe, startup and Create keep working for the
+// rest of the cluster, and the outage is logged once.
+
+import assert from "node:assert/strict";
+import { createProxmoxBackend } from "../../src/proxmox/mod.ts";
+import { buildDescription, tagsFor } from "../../src/proxmox/naming.ts";
+import { Harness, startProvider } from "../harness/mod.ts";
+import { startSimulator } from "../pvesim/mod.ts";
+import { FAST, logLines, providerArgs, rig, signal, slot } from "./helpers.ts";
+
+const toNode = (node: string) => (q: { path: string }) => q.path.startsWith(`/nodes/${node}/`);
+const outageLines = (node: string) =>
+  logLines.filter((l) => l.includes(`"node":"${node}"`) && /is unreachable/.test(l));
+
+Deno.test("describe with a node down: no failed pass, its VMs from the listing, logged once", async () => {
+  await using r = await rig();
+  const a = slot("pve1");
+  const b = slot("pve2");
+  const va = await r.backend.create(a, signal());
+  const vb = await r.backend.create(b, signal());
+  await r.backend.describe(signal());
+
+  r.sim.faults.offlineNodes = ["pve2"];
+  const before = r.sim.requests.length;
+  const logged = outageLines("pve2").length;
+  for (let pass = 0; pass < 3; pass++) {
+    const vms = await r.backend.describe(signal());
+    const byId = new Map(vms.map((v) => [v.machineId, v]));
+    assert.equal(byId.get(a.machineId)?.status, "running");
+    assert.equal(byId.get(a.machineId)?.hostRef, va.hostRef);
+    // The listing still has it; its marker was read before the outage.
+    assert.equal(byId.get(b.machineId)?.hostRef, vb.hostRef);
+    assert.equal(byId.get(b.machineId)?.status, "unknown");
+  }
+  assert.equal(
+    r.sim.requests.slice(before).filter(toNode("pve2")).length,
+    0,
+    "a node the cluster reports offline is not asked",
+  );
+  assert.equal(outageLines("pve2").length, logged + 1, "the outage is logged once");
+
+  r.sim.faults.offlineNodes = [];
+  const back = await r.backend.describe(signal());
+  assert.equal(back.find((v) => v.machineId === b.machineId)?.status, "running");
+  assert.ok(logLines.some((l) => l.includes(`"node":"pve2"`) && /reachable again/.test(l)));
+});
+
+Deno.test("describe when a node's proxy fails but the cluster says online: one failed read per pass", async () => {
+  await using r = await rig();
+  const made = [];
+  for (let i = 0; i < 3; i++) made.push(await r.backend.create(slot("pve2"), signal()));
+  const keep = await r.backend.create(slot("pve1"), signal());
+  r.sim.faults.http596.push({
+    path: /^\/nodes\/pve2\//,
+    count: 1000,
+    status: 595,
+    reason: "No route to host",
+    performed: false,
+  });
+  const before = r.sim.requests.length;
+  const vms = await r.backend.describe(signal());
+  assert.ok(vms.some((v) => v.hostRef === keep.hostRef));
+  for (const m of made) assert.equal(vms.find((v) => v.hostRef === m.hostRef)?.status, "unknown");
+  // Reads run 8 at a time: at most the ones already in flight fail, none is retried.
+  const toPve2 = r.sim.requests.slice(before).filter(toNode("pve2")).length;
+  assert.ok(toPve2 >= 1 && toPve2 <= 3, `${toPve2} requests to pve2`);
+});
+
+Deno.test("a restarted backend with a node down describes the rest and does not guess", async () => {
+  await using r = await rig();
+  const a = slot("pve1");
+  await r.backend.create(a, signal());
+  await r.backend.create(slot("pve2"), signal());
+  r.sim.faults.offlineNodes = ["pve2"];
+  const fresh = await createProxmoxBackend(r.cfg, { timing: FAST });
+  try {
+    const vms = await fresh.describe(signal());
+    // Only what can be identified: a VM never read cannot be named (it would become an orphan).
+    assert.deepEqual(vms.map((v) => v.machineId), [a.machineId]);
+  } finally {
+    await fresh.close();
+  }
+});
+
+Deno.test("Create does not wait on, or even ask, a node that is down", async () => {
+  await using r = await rig();
+  // A clone in flight on pve2 that could be anyone's: normally worth waiting for.
+  r.sim.addVm({ vmid: 720, node: "pve2", name: "x", template: false });
+  r.sim.editVmOutOfBand(720, (c) => {
+    for (const k of Object.keys(c)) delete c[k];
+    c.lock = "clone";
+  });
+  r.sim.faults.offlineNodes = ["pve2"];
+  r.sim.faults.offlineReply = { status: 596, reason: "Connection timed out", delayMs: 300 };
+  const before = r.sim.requests.length;
+  const { hostRef } = await r.backend.create(slot("pve1"), AbortSignal.timeout(15_000));
+  assert.match(hostRef, /^pve1\//);
+  assert.equal(r.sim.requests.slice(before).filter(toNode("pve2")).length, 0);
+});
+
+Deno.test({
+  name: "the provider process starts and serves with a node down",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const sim = await startSimulator({ nodes: ["pve1", "pve2"] });
+    const dir = await Deno.makeTempDir({ prefix: "bf-offline-" });
+    try {
+      // A VM this provider made on pve2, before pve2 went down.
+      const id = "pve-test/OnDemand/pve.small/pve2/000";
+      sim.addVm({
+        vmid: 130,
+        node: "pve2",
+        name: "bigfleet-x",
+        template: false,
+        tags: tagsFor(id),
+        description: buildDescription(id, "op-1"),
+      });
+      sim.faults.offlineNodes = ["pve2"];
+      const tokenFile = `${dir}/token`;
+      await Deno.writeTextFile(tokenFile, sim.tokenSecret);
+      const p = await startProvider({ args: providerArgs(sim, tokenFile) });
+      const h = new Harness(p.addr);
+      try {
+        const { machines } = await h.list({});
+        assert.ok(machines.length > 0, "serving its inventory");
+        assert.match(p.stderr(), /node pve2 is unreachable/);
+      } finally {
+        h.close();
+        await p.stop();
+      }
+    } finally {
+      await sim.close();
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
