@@ -118,6 +118,11 @@ export async function startSimulator(opts: SimOptions = {}): Promise<Simulator> 
     if (!vm) throw new Error(`pvesim: no VM ${vmid}`);
     return vm;
   };
+  const editVmOutOfBand = (vmid: number, edit: (c: Record<string, string | number>) => void) => {
+    const vm = mustVm(vmid);
+    edit(vm.config);
+    state.publish(vm);
+  };
   return {
     url: `https://${urlHost}:${port}/api2/json`,
     host,
@@ -151,11 +156,7 @@ export async function startSimulator(opts: SimOptions = {}): Promise<Simulator> 
       mustVm(vmid);
       state.vms.delete(vmid);
     },
-    editVmOutOfBand: (vmid, edit) => {
-      const vm = mustVm(vmid);
-      edit(vm.config);
-      state.publish(vm);
-    },
+    editVmOutOfBand,
     addVm: (t) => void state.addTemplate(t),
     setLock: (vmid, lock) => {
       const vm = mustVm(vmid);
@@ -168,14 +169,13 @@ export async function startSimulator(opts: SimOptions = {}): Promise<Simulator> 
       await timers.sleep(ms);
       if (vm.config.lock === "backup") delete vm.config.lock;
     },
-    editConfig: (vmid, changes) => {
-      const vm = mustVm(vmid);
-      for (const [k, v] of Object.entries(changes)) {
-        if (v === null) delete vm.config[k];
-        else vm.config[k] = v;
-      }
-      state.publish(vm);
-    },
+    editConfig: (vmid, changes) =>
+      editVmOutOfBand(vmid, (config) => {
+        for (const [k, v] of Object.entries(changes)) {
+          if (v === null) delete config[k];
+          else config[k] = v;
+        }
+      }),
     close: async () => {
       if (closed) return;
       closed = true;
