@@ -14,7 +14,9 @@ export class RpcFailure extends Error {
   /** "UNAVAILABLE (14): details" */
   readonly status: string;
   constructor(readonly method: string, readonly code: number, readonly details: string) {
-    const status = `${grpc.status[code] ?? "CODE"} (${code}): ${details}`;
+    // grpc-js appends an empty "Resolution note:" to connection failures.
+    const why = details.replace(/\s*Resolution note:\s*$/, "");
+    const status = `${grpc.status[code] ?? "CODE"} (${code}): ${why}`;
     super(`${method}: ${status}`);
     this.status = status;
   }

@@ -75,15 +75,17 @@ const WIDE_ERROR_WIDTH = 160;
 interface Column {
   title: string;
   value(v: MachineView): string;
+  /** Room kept from the start, so rows printed later by watch stay aligned. */
+  min?: number;
 }
 
 const BASE: Column[] = [
   { title: "ID", value: (v) => cell(v.id) },
-  { title: "STATE", value: (v) => cell(v.state) },
+  { title: "STATE", value: (v) => cell(v.state), min: "CONFIGURING".length },
   { title: "TYPE", value: (v) => cell(v.instance_type) },
   { title: "ZONE", value: (v) => cell(v.zone) },
-  { title: "VM", value: (v) => cell(v.host?.ref ?? "") },
-  { title: "CLUSTER", value: (v) => cell(v.cluster) },
+  { title: "VM", value: (v) => cell(v.host?.ref ?? ""), min: 12 },
+  { title: "CLUSTER", value: (v) => cell(v.cluster), min: 10 },
 ];
 
 const COLUMNS: Record<"table" | "wide", Column[]> = {
@@ -105,7 +107,7 @@ export class Table {
 
   constructor(format: "table" | "wide") {
     this.#columns = COLUMNS[format];
-    this.#widths = this.#columns.map((c) => c.title.length);
+    this.#widths = this.#columns.map((c) => Math.max(c.title.length, c.min ?? 0));
   }
 
   /** Lines for `views`, with the header line first when `header`. */

@@ -212,7 +212,10 @@ function matches(f: Filter, m: WireMachine): boolean {
 
 function parseFormat(text: string): Format {
   const f = FORMATS.find((x) => x === text);
-  if (!f) throw flagError("output", `want ${FORMATS.join(", ")}, got ${quote(text)}`);
+  if (!f) {
+    const want = `${FORMATS.slice(0, -1).join(", ")} or ${FORMATS.at(-1)}`;
+    throw flagError("output", `want ${want}, got ${quote(text)}`);
+  }
   return f;
 }
 
