@@ -65,9 +65,9 @@ export function flagSections(table: FlagTable, general: Row[]): string[] {
   return out;
 }
 
-/** The help of `cmd`; `path` is how it is invoked ("machines list"). */
-export function helpText(cmd: Command, extraGeneral: Row[] = []): string {
-  const out = [`Usage: ${PROGRAM} ${cmd.usage}`];
+/** The help of `cmd`; its usage line follows `program` (the binary's name by default). */
+export function helpText(cmd: Command, extraGeneral: Row[] = [], program = PROGRAM): string {
+  const out = [`Usage: ${program} ${cmd.usage}`];
   if (cmd.description) out.push("", cmd.description);
   if (cmd.subcommands?.length) {
     out.push(
