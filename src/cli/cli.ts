@@ -4,15 +4,7 @@
 // adding one is adding it to COMMANDS (docs/cli.md#adding-a-command).
 
 import { nearest } from "../config/flags.ts";
-import {
-  type Command,
-  type Context,
-  EXIT_OK,
-  EXIT_USAGE,
-  fail,
-  PROGRAM,
-  write,
-} from "./command.ts";
+import { type Command, type Context, EXIT_OK, EXIT_USAGE, fail, write } from "./command.ts";
 import { helpText } from "./help.ts";
 import { machines } from "./machines.ts";
 import { serve } from "./serve.ts";
@@ -71,27 +63,27 @@ export async function runCli(argv: readonly string[]): Promise<number> {
     printer(cmd).printHelp();
     return EXIT_OK;
   }
-  let cmd = resolve([argv[0]]);
-  let rest = argv.slice(1);
-  while (typeof cmd !== "number" && cmd.subcommands && cmd !== ROOT) {
-    const group: Command = cmd;
-    if (rest.length > 0 && HELP_ARGS.has(rest[0])) {
-      printer(group).printHelp();
+  // Walk down while the command found is a group (machines): its next argument names one of
+  // its commands.
+  const path: string[] = [];
+  const rest = [...argv];
+  let cmd: Command = ROOT;
+  do {
+    if (path.length > 0 && rest.length > 0 && HELP_ARGS.has(rest[0])) {
+      printer(cmd).printHelp();
       return EXIT_OK;
     }
     if (rest.length === 0 || rest[0].startsWith("-")) {
-      const names = group.subcommands!.map((c) => c.name);
+      const names = (cmd.subcommands ?? []).map((c) => c.name);
       return fail(
-        `${group.name} needs a command: ${names.slice(0, -1).join(", ")} or ${names.at(-1)}`,
+        `${path.join(" ")} needs a command: ${names.slice(0, -1).join(", ")} or ${names.at(-1)}`,
         EXIT_USAGE,
       );
     }
-    cmd = resolve([group.name, rest[0]]);
-    rest = rest.slice(1);
-  }
-  if (typeof cmd === "number") return cmd;
-  const target = cmd === ROOT ? serve : cmd;
-  return await target.run!([...rest], printer(cmd));
+    path.push(rest.shift()!);
+    const found = resolve(path);
+    if (typeof found === "number") return found;
+    cmd = found;
+  } while (cmd.subcommands && cmd !== ROOT);
+  return await (cmd === ROOT ? serve : cmd).run!(rest, printer(cmd));
 }
-
-export { PROGRAM };

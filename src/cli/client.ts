@@ -8,6 +8,18 @@ import { capacityProviderCtor, type WireMachine, type WireMachineList } from "./
 /** What a provider may legitimately send for a big fleet; beyond this is a fault. */
 const MAX_RECEIVE_BYTES = 512 * 1024 * 1024;
 
+const TARGET = /^(\[[0-9a-fA-F:.%\w]+\]|[^\s:\/\[\]]+):(\d{1,5})$/;
+
+/** A dial target `HOST:PORT` (`[v6]:PORT`); throws the problem otherwise (callers name the flag). */
+export function checkTarget(text: string): string {
+  const m = TARGET.exec(text);
+  const port = m ? Number(m[2]) : 0;
+  if (!m || port < 1 || port > 65535) {
+    throw new Error(`want HOST:PORT (e.g. 127.0.0.1:9000), got ${JSON.stringify(text)}`);
+  }
+  return text;
+}
+
 /** A non-OK gRPC status, or a transport failure grpc-js reports as one. */
 export class RpcFailure extends Error {
   override name = "RpcFailure";

@@ -8,7 +8,7 @@ import { flagError, forFlag, oneLine, quote } from "../config/errors.ts";
 import { parseTimerDuration } from "../config/duration.ts";
 import { nearest } from "../config/flags.ts";
 import { ConfigError } from "../config/types.ts";
-import { ProviderReader, RpcFailure } from "./client.ts";
+import { checkTarget, ProviderReader, RpcFailure } from "./client.ts";
 import {
   type Command,
   type Context,
@@ -157,14 +157,8 @@ interface Filter {
   types: Set<string> | null;
 }
 
-const TARGET = /^(\[[0-9a-fA-F:.%\w]+\]|[^\s:\/\[\]]+):(\d{1,5})$/;
-
 async function connect(v: ConnectionValues): Promise<ProviderReader> {
-  const m = TARGET.exec(v.target);
-  const port = m ? Number(m[2]) : 0;
-  if (!m || port < 1 || port > 65535) {
-    throw flagError("target", `want HOST:PORT (e.g. 127.0.0.1:9000), got ${quote(v.target)}`);
-  }
+  forFlag("target", () => checkTarget(v.target));
   const timeoutMs = forFlag("timeout", () => positiveDuration(v.timeout));
   const channel = await clientChannel({
     tls: v.tls,

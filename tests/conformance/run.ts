@@ -10,7 +10,7 @@ import { parseArgv } from "../../src/config/flags.ts";
 import { ConfigError } from "../../src/config/types.ts";
 import { forFlag, quote } from "../../src/config/errors.ts";
 import { nearest } from "../../src/config/flags.ts";
-import { ProviderReader } from "../../src/cli/client.ts";
+import { checkTarget, ProviderReader } from "../../src/cli/client.ts";
 import {
   type Command,
   EXIT_FAILURE,
@@ -180,9 +180,7 @@ function integer(text: string): string {
 
 function plan(v: Record<keyof typeof RUNNER_FLAGS, string | boolean>): Plan {
   const target = String(v.target);
-  if (target !== "" && !/^(\[[^\]]+\]|[^\s:\/\[\]]+):\d{1,5}$/.test(target)) {
-    throw new ConfigError(`--target: want HOST:PORT, got ${quote(target)}`);
-  }
+  if (target !== "") forFlag("target", () => checkTarget(target));
   const s = (k: keyof typeof RUNNER_FLAGS) => String(v[k]);
   if (target !== "" && s("provider-cmd") !== "") {
     throw new ConfigError("--target and --provider-cmd exclude each other");
