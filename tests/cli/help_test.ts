@@ -2,7 +2,9 @@
 // `deno run`, exactly as an operator types it.
 
 import assert from "node:assert/strict";
-import { FLAG_TABLE } from "../../src/config/flags.ts";
+import { FLAG_TABLE, type FlagTable } from "../../src/config/flags.ts";
+import { COMMANDS } from "../../src/cli/cli.ts";
+import type { Command } from "../../src/cli/command.ts";
 import { cli, lines } from "./helpers.ts";
 
 type Spec = { kind: string; default: string | boolean; topic: string; none?: string };
@@ -143,4 +145,30 @@ Deno.test("commands: an unknown command is a usage error with a suggestion", asy
   const t = await cli(["machines"]);
   assert.equal(t.code, 2);
   assert.match(t.stderr, /^error: machines needs a command: list, get or watch$/m);
+});
+
+/** Every command below the top level with flags of its own, by invocation path. */
+function leaves(cmds: readonly Command[], path: string[] = []): [string[], FlagTable][] {
+  return cmds.flatMap((c) => {
+    if (c.name === "serve") return [];
+    const here = [...path, c.name];
+    const own: [string[], FlagTable][] = c.flags ? [[here, c.flags]] : [];
+    return [...own, ...leaves(c.subcommands ?? [], here)];
+  });
+}
+
+Deno.test("help: every command's help lists each of its flags under its topic with its default", async () => {
+  const all = leaves(COMMANDS);
+  assert.ok(all.length >= 5, "machines, list, get, watch, version");
+  for (const [path, table] of all) {
+    const r = await cli([...path, "--help"]);
+    assert.equal(r.code, 0, `${path.join(" ")}: ${r.stderr}`);
+    const found = flagLines(r.stdout);
+    for (const [name, spec] of Object.entries(table as Record<string, Spec>)) {
+      const f = found.get(name);
+      assert.ok(f, `${path.join(" ")}: --${name} missing:\n${r.stdout}`);
+      assert.equal(f.topic, spec.topic, `${path.join(" ")}: --${name} topic`);
+      assert.ok(f.line.includes(shownDefault(spec)), `${path.join(" ")}: ${f.line}`);
+    }
+  }
 });
