@@ -3,10 +3,9 @@
 // 0 ok, 1 the provider failed or could not be reached, 2 usage, 3 `get` of
 // an unknown id (docs/cli.md#exit-codes).
 
-import type { Parsed } from "../config/flags.ts";
 import { flagError, forFlag, oneLine, quote } from "../config/errors.ts";
 import { parseTimerDuration } from "../config/duration.ts";
-import { nearest } from "../config/flags.ts";
+import { nearest, type Parsed } from "../config/flags.ts";
 import { ConfigError } from "../config/types.ts";
 import { checkTarget, ProviderReader, RpcFailure } from "./client.ts";
 import {

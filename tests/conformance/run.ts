@@ -6,10 +6,9 @@
 // `deno test` on the lane files, then writes a JUnit XML and a JSON report
 // keyed by behaviour id. Exit 0 only when every behaviour passed.
 
-import { parseArgv } from "../../src/config/flags.ts";
+import { nearest, parseArgv } from "../../src/config/flags.ts";
 import { ConfigError } from "../../src/config/types.ts";
 import { forFlag, quote } from "../../src/config/errors.ts";
-import { nearest } from "../../src/config/flags.ts";
 import { checkTarget, ProviderReader } from "../../src/cli/client.ts";
 import {
   type Command,
