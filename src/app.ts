@@ -19,6 +19,7 @@ import { createMetrics } from "./server/metrics.ts";
 import type { Metrics } from "./server/metrics.ts";
 import { createRpcObserver } from "./server/rpc_observer.ts";
 import { serverCredentials } from "./server/tls.ts";
+import { buildInfo } from "./version.ts";
 
 export interface AppOptions {
   /** Replaces the backend the config selects (tests inject failing or blocking ones). */
@@ -96,6 +97,8 @@ export async function startApp(config: Config, opts: AppOptions = {}): Promise<A
   server.markServing();
   readiness.ready = true;
   log.info("serving CapacityProvider", {
+    version: buildInfo().version,
+    commit: buildInfo().commit,
     addr: config.addr.raw,
     port: server.port,
     provider: config.provider,

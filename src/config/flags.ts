@@ -1,128 +1,415 @@
-// The command-line surface: the flag table with its defaults, and Go-style
-// argv handling (`-name`, `--name`, `=value` or separate value, bare booleans)
-// on top of node:util parseArgs, which only knows `--name`.
+// The command-line surface: flag tables (kind, default, topic and one-line
+// help, from which --help is generated; docs/configuration.md lists the same)
+// and Go-style argv handling (`-name`, `--name`, `=value` or separate value,
+// bare booleans), shared by the server and every subcommand.
 
-import { parseArgs } from "node:util";
 import { ConfigError } from "./types.ts";
 import { oneLine, quote } from "./errors.ts";
 
 export type FlagKind = "string" | "bool";
 
-/** Every flag (product.md §3) with its kind and default. */
+export interface FlagSpec {
+  readonly kind: FlagKind;
+  readonly default: string | boolean;
+  /** Heading the flag is listed under in help (and in the docs). */
+  readonly topic: string;
+  /** One line for help. */
+  readonly help: string;
+  /** Placeholder for the value in help, e.g. HOST:PORT. */
+  readonly arg?: string;
+  /** What an empty default means, for help and docs ("empty" when unset). */
+  readonly none?: string;
+  /** One-letter alias: `-o json` for `--output json`. */
+  readonly short?: string;
+}
+
+export type FlagTable = Readonly<Record<string, FlagSpec>>;
+
+/** Raw values of a table: strings still unparsed, booleans decided. */
+export type ValuesOf<T extends FlagTable> = {
+  -readonly [K in keyof T]: T[K]["kind"] extends "bool" ? boolean : string;
+};
+
+const CORE = "Core";
+const PROXMOX = "Proxmox connection";
+const CATALOG = "Catalog, offerings and pricing";
+const BOOTSTRAP = "Bootstrap and background work";
+const SERVING = "Serving, observability and gRPC TLS";
+
+/** Every serving flag (docs/configuration.md#flag-reference), in help order. */
 export const FLAG_TABLE = {
-  "addr": { kind: "string", default: ":9000" },
-  "provider": { kind: "string", default: "proxmox" },
-  "proxmox-backend": { kind: "string", default: "auto" },
-  "use-fake-backend": { kind: "bool", default: false },
-  "fake-delay": { kind: "string", default: "0s" },
-  "proxmox-api-url": { kind: "string", default: "" },
-  "proxmox-token-id": { kind: "string", default: "" },
-  "proxmox-token-secret": { kind: "string", default: "" },
-  "proxmox-token-file": { kind: "string", default: "" },
-  "proxmox-ca-file": { kind: "string", default: "" },
-  "proxmox-tls-fingerprint": { kind: "string", default: "" },
-  "proxmox-pool": { kind: "string", default: "" },
-  "nodes": { kind: "string", default: "" },
-  "offerings": { kind: "string", default: "" },
-  "seed-count": { kind: "string", default: "32" },
-  "default-zone": { kind: "string", default: "pve" },
-  "instance-types": { kind: "string", default: "" },
-  "template-vmid": { kind: "string", default: "9000" },
-  "template-name": { kind: "string", default: "" },
-  "prices": { kind: "string", default: "" },
-  "price-per-vcpu-hour": { kind: "string", default: "0.0030" },
-  "price-per-gib-hour": { kind: "string", default: "0.0008" },
-  "bootstrap-path": { kind: "string", default: "/run/bigfleet-bootstrap" },
-  "bootstrap-exec": { kind: "string", default: "/bin/sh" },
-  "reconcile-interval": { kind: "string", default: "2m" },
-  "state": { kind: "string", default: "" },
-  "metrics-addr": { kind: "string", default: ":9090" },
-  "reflection": { kind: "bool", default: true },
-  "tls-cert": { kind: "string", default: "" },
-  "tls-key": { kind: "string", default: "" },
-  "tls-ca": { kind: "string", default: "" },
-} as const satisfies Record<string, { kind: FlagKind; default: string | boolean }>;
+  "addr": {
+    kind: "string",
+    default: ":9000",
+    topic: CORE,
+    arg: "HOST:PORT",
+    help: "gRPC listen address (CapacityProvider, health, reflection)",
+  },
+  "provider": {
+    kind: "string",
+    default: "proxmox",
+    topic: CORE,
+    arg: "NAME",
+    help: "provider label: first segment of every machine id, one per cluster",
+  },
+  "proxmox-backend": {
+    kind: "string",
+    default: "auto",
+    topic: CORE,
+    arg: "MODE",
+    help: "proxmox, fake or auto (real when --proxmox-api-url is set)",
+  },
+  "use-fake-backend": {
+    kind: "bool",
+    default: false,
+    topic: CORE,
+    help: "in-memory fake backend: no VM is ever created (tests and demos)",
+  },
+  "fake-delay": {
+    kind: "string",
+    default: "0s",
+    topic: CORE,
+    arg: "DURATION",
+    help: "how long each fake-backend transition takes",
+  },
+  "state": {
+    kind: "string",
+    default: "",
+    topic: CORE,
+    arg: "PATH",
+    help: "Deno KV file for durable state (empty: in memory, lost on restart)",
+  },
+  "proxmox-api-url": {
+    kind: "string",
+    default: "",
+    topic: PROXMOX,
+    arg: "URL",
+    help: "API base URL, e.g. https://pve1:8006/api2/json",
+  },
+  "proxmox-token-id": {
+    kind: "string",
+    default: "",
+    topic: PROXMOX,
+    arg: "ID",
+    help: "API token id USER@REALM!TOKENID",
+  },
+  "proxmox-token-file": {
+    kind: "string",
+    default: "",
+    topic: PROXMOX,
+    arg: "PATH",
+    help: "file holding the token secret (preferred over the inline secret)",
+  },
+  "proxmox-token-secret": {
+    kind: "string",
+    default: "",
+    topic: PROXMOX,
+    arg: "SECRET",
+    help: "the token secret inline (visible in ps; use the file)",
+  },
+  "proxmox-ca-file": {
+    kind: "string",
+    default: "",
+    topic: PROXMOX,
+    arg: "PATH",
+    help: "PEM bundle that verifies the API certificate",
+  },
+  "proxmox-tls-fingerprint": {
+    kind: "string",
+    default: "",
+    topic: PROXMOX,
+    arg: "SHA256",
+    help: "pinned SHA-256 fingerprint of the API certificate",
+  },
+  "proxmox-pool": {
+    kind: "string",
+    default: "",
+    topic: PROXMOX,
+    arg: "POOL",
+    help: "resource pool every clone is created in",
+  },
+  "nodes": {
+    kind: "string",
+    default: "",
+    topic: PROXMOX,
+    arg: "LIST",
+    help: "comma list of Proxmox node names; each node is one zone",
+  },
+  "instance-types": {
+    kind: "string",
+    default: "",
+    topic: CATALOG,
+    arg: "PATH",
+    none: "built-in",
+    help: "JSON instance-type catalog",
+  },
+  "template-vmid": {
+    kind: "string",
+    default: "9000",
+    topic: CATALOG,
+    arg: "VMID|NODE=VMID,...",
+    help: "template for types that name none: one VMID, or one per node",
+  },
+  "template-name": {
+    kind: "string",
+    default: "",
+    topic: CATALOG,
+    arg: "NAME",
+    help: "find the template on each node by this name (instead of --template-vmid)",
+  },
+  "offerings": {
+    kind: "string",
+    default: "",
+    topic: CATALOG,
+    arg: "PATH",
+    none: "built-in",
+    help: "JSON offerings file: the slots this provider may fill",
+  },
+  "seed-count": {
+    kind: "string",
+    default: "32",
+    topic: CATALOG,
+    arg: "N",
+    help: "slots in the built-in offerings (ignored with --offerings)",
+  },
+  "default-zone": {
+    kind: "string",
+    default: "pve",
+    topic: CATALOG,
+    arg: "NAME",
+    help: "fake backend only: its zones are NAME-a and NAME-b",
+  },
+  "prices": {
+    kind: "string",
+    default: "",
+    topic: CATALOG,
+    arg: "LIST",
+    help: "USD/hour per type, e.g. pve.small=0.01,pve.large=0.04",
+  },
+  "price-per-vcpu-hour": {
+    kind: "string",
+    default: "0.0030",
+    topic: CATALOG,
+    arg: "USD",
+    help: "synthetic price per vCPU-hour for types without a price",
+  },
+  "price-per-gib-hour": {
+    kind: "string",
+    default: "0.0008",
+    topic: CATALOG,
+    arg: "USD",
+    help: "synthetic price per GiB-hour of memory for types without a price",
+  },
+  "bootstrap-path": {
+    kind: "string",
+    default: "/run/bigfleet-bootstrap",
+    topic: BOOTSTRAP,
+    arg: "PATH",
+    help: "where Configure writes the bootstrap blob in the guest",
+  },
+  "bootstrap-exec": {
+    kind: "string",
+    default: "/bin/sh",
+    topic: BOOTSTRAP,
+    arg: "ARGV",
+    help: "comma-separated command that runs the blob (path appended)",
+  },
+  "reconcile-interval": {
+    kind: "string",
+    default: "2m",
+    topic: BOOTSTRAP,
+    arg: "DURATION",
+    help: "period of the Proxmox to inventory refresh (0: off)",
+  },
+  "metrics-addr": {
+    kind: "string",
+    default: ":9090",
+    topic: SERVING,
+    arg: "HOST:PORT",
+    help: "/metrics, /healthz and /readyz listener (empty: off)",
+  },
+  "reflection": {
+    kind: "bool",
+    default: true,
+    topic: SERVING,
+    help: "register gRPC server reflection",
+  },
+  "tls-cert": {
+    kind: "string",
+    default: "",
+    topic: SERVING,
+    arg: "PATH",
+    help: "PEM server certificate for the gRPC listener (with --tls-key: TLS)",
+  },
+  "tls-key": {
+    kind: "string",
+    default: "",
+    topic: SERVING,
+    arg: "PATH",
+    help: "PEM private key for --tls-cert",
+  },
+  "tls-ca": {
+    kind: "string",
+    default: "",
+    topic: SERVING,
+    arg: "PATH",
+    help: "PEM client CA bundle: turns TLS into mTLS",
+  },
+} as const satisfies FlagTable;
 
 export type FlagName = keyof typeof FLAG_TABLE;
 
-/** Raw flag values: strings still unparsed, booleans decided. */
-export type FlagValues = {
-  [K in FlagName]: (typeof FLAG_TABLE)[K]["kind"] extends "bool" ? boolean : string;
-};
+/** Raw serving flag values. */
+export type FlagValues = ValuesOf<typeof FLAG_TABLE>;
 
-const SPECS: ReadonlyMap<string, FlagKind> = new Map(
-  Object.entries(FLAG_TABLE).map(([name, spec]) => [name, spec.kind]),
-);
+export interface ParseOptions {
+  /** Accept arguments that are not flags (and everything after `--`). */
+  positionals?: boolean;
+  /** Recognise -h/--help (and --version with `version`) instead of calling them unknown. */
+  help?: boolean;
+  version?: boolean;
+}
+
+export interface Parsed<T extends FlagTable> {
+  values: ValuesOf<T>;
+  positionals: string[];
+  /** -h, -help, --help (or --h) was given: nothing else was validated after it. */
+  help: boolean;
+  /** --version was given (only with `version: true`). */
+  version: boolean;
+}
 
 // strconv.ParseBool spellings, as Go's flag package accepts them.
 const TRUE_WORDS = new Set(["1", "t", "T", "TRUE", "true", "True"]);
 const FALSE_WORDS = new Set(["0", "f", "F", "FALSE", "false", "False"]);
+const HELP_NAMES = new Set(["h", "help"]);
 
 /**
- * Rewrite Go-style argv into `--name=value` tokens parseArgs understands.
- * Flag values are never echoed in errors: a mistyped flag may carry a secret.
+ * Parse argv against a flag table, with defaults applied. Errors are one-line
+ * ConfigErrors naming the flag as it was typed. Flag values are never echoed
+ * in errors: a mistyped flag may carry a secret.
  */
-export function normaliseArgv(argv: readonly string[]): string[] {
-  const out: string[] = [];
+export function parseArgv<T extends FlagTable>(
+  table: T,
+  argv: readonly string[],
+  opts: ParseOptions = {},
+): Parsed<T> {
+  const values: Record<string, string | boolean> = {};
+  for (const [name, spec] of Object.entries(table)) values[name] = spec.default;
+  const positionals: string[] = [];
+  const done = (help: boolean, version: boolean): Parsed<T> => ({
+    values: values as ValuesOf<T>,
+    positionals,
+    help,
+    version,
+  });
+  const shorts = new Map(
+    Object.entries(table).flatMap(([name, s]) => (s.short ? [[s.short, name]] : [])),
+  );
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
-    if (arg === "--" && i + 1 < argv.length) {
-      throw new ConfigError(`unexpected argument ${quote(argv[i + 1])}: no positional arguments`);
+    if (arg === "--") {
+      if (opts.positionals) {
+        positionals.push(...argv.slice(i + 1));
+        break;
+      }
+      if (i + 1 < argv.length) {
+        throw new ConfigError(`unexpected argument ${quote(argv[i + 1])}: no positional arguments`);
+      }
+      continue;
     }
-    if (arg === "--") continue;
     if (!arg.startsWith("-") || arg === "-") {
+      if (opts.positionals) {
+        positionals.push(arg);
+        continue;
+      }
       throw new ConfigError(`unexpected argument ${quote(arg)}: flags look like --name=value`);
     }
-    const body = arg.startsWith("--") ? arg.slice(2) : arg.slice(1);
+    const dashes = arg.startsWith("--") ? "--" : "-";
+    const body = arg.slice(dashes.length);
     const eq = body.indexOf("=");
-    const name = eq < 0 ? body : body.slice(0, eq);
-    if (name === "" || name.startsWith("-")) {
+    const typed = eq < 0 ? body : body.slice(0, eq);
+    if (typed === "" || typed.startsWith("-")) {
       throw new ConfigError(`bad flag syntax: ${quote(arg)}`);
     }
-    const kind = SPECS.get(name);
-    if (kind === undefined) throw new ConfigError(`unknown flag --${oneLine(name)}`);
-    if (kind === "bool") {
-      out.push(`--${name}=${eq < 0 ? "true" : boolWord(name, body.slice(eq + 1))}`);
+    const name = Object.hasOwn(table, typed) ? typed : shorts.get(typed);
+    if (name === undefined) {
+      if (opts.help && HELP_NAMES.has(typed)) return done(true, false);
+      if (opts.version && typed === "version") return done(false, true);
+      const known = [...Object.keys(table)];
+      if (opts.help) known.push("help");
+      if (opts.version) known.push("version");
+      const hint = nearest(typed, known);
+      throw new ConfigError(
+        `unknown flag ${dashes}${oneLine(typed)}${hint ? ` (did you mean ${dashes}${hint}?)` : ""}`,
+      );
+    }
+    const shown = `${dashes}${typed}`;
+    if (table[name].kind === "bool") {
+      values[name] = eq < 0 ? true : boolWord(shown, body.slice(eq + 1));
     } else if (eq >= 0) {
-      out.push(`--${name}=${body.slice(eq + 1)}`);
+      values[name] = body.slice(eq + 1);
     } else if (i + 1 < argv.length) {
       // Like Go: the next argument is the value even when it starts with "-".
-      out.push(`--${name}=${argv[++i]}`);
+      values[name] = argv[++i];
     } else {
-      throw new ConfigError(`flag needs an argument: --${name}`);
+      throw new ConfigError(`flag needs an argument: ${shown}`);
     }
   }
-  return out;
+  return done(false, false);
 }
 
-/** Parse argv into raw values with defaults applied. */
+/** Parse serving argv into raw values with defaults applied. */
 export function parseFlags(argv: readonly string[]): FlagValues {
-  const options = Object.fromEntries(
-    [...SPECS.keys()].map((name) => [name, { type: "string" as const }]),
-  );
-  let parsed: Record<string, string | boolean | undefined>;
-  try {
-    parsed = parseArgs({
-      args: normaliseArgv(argv),
-      options,
-      strict: true,
-      allowPositionals: false,
-    }).values as Record<string, string | boolean | undefined>;
-  } catch (err) {
-    // normaliseArgv already rejects everything parseArgs would; keep one line regardless.
-    throw new ConfigError(oneLine(err instanceof Error ? err.message : String(err)));
-  }
-  const values: Record<string, string | boolean> = {};
-  for (const [name, spec] of Object.entries(FLAG_TABLE)) {
-    const given = Object.hasOwn(parsed, name) ? parsed[name] : undefined;
-    if (typeof given !== "string") values[name] = spec.default;
-    else values[name] = spec.kind === "bool" ? given === "true" : given;
-  }
-  return values as FlagValues;
+  return parseArgv(FLAG_TABLE, argv).values;
 }
 
-function boolWord(name: string, word: string): "true" | "false" {
-  if (TRUE_WORDS.has(word)) return "true";
-  if (FALSE_WORDS.has(word)) return "false";
-  throw new ConfigError(`--${name}: invalid boolean ${quote(word)} (use true or false)`);
+function boolWord(shown: string, word: string): boolean {
+  if (TRUE_WORDS.has(word)) return true;
+  if (FALSE_WORDS.has(word)) return false;
+  throw new ConfigError(`${shown}: invalid boolean ${quote(word)} (use true or false)`);
+}
+
+/**
+ * The candidate a typo most likely meant: the only one it is a prefix of, or
+ * the closest within a small edit distance (1 for short words, 2 otherwise).
+ */
+export function nearest(word: string, candidates: readonly string[]): string | undefined {
+  if (word.length >= 3) {
+    const prefixed = candidates.filter((c) => c.startsWith(word));
+    if (prefixed.length === 1) return prefixed[0];
+  }
+  const limit = word.length <= 4 ? 1 : 2;
+  let best: string | undefined;
+  let bestDistance = limit + 1;
+  for (const c of candidates) {
+    const d = editDistance(word, c);
+    if (d < bestDistance) {
+      best = c;
+      bestDistance = d;
+    }
+  }
+  return best;
+}
+
+/** Optimal string alignment distance: insertions, deletions, substitutions, swaps. */
+function editDistance(a: string, b: string): number {
+  const rows = a.length + 1;
+  const cols = b.length + 1;
+  const d: number[][] = Array.from({ length: rows }, (_, i) => {
+    const row = new Array<number>(cols).fill(0);
+    row[0] = i;
+    return row;
+  });
+  for (let j = 0; j < cols; j++) d[0][j] = j;
+  for (let i = 1; i < rows; i++) {
+    for (let j = 1; j < cols; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      d[i][j] = Math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) {
+        d[i][j] = Math.min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.length][b.length];
 }

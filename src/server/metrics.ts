@@ -2,8 +2,9 @@
 // is shared by every library in the process, and tests run several providers
 // in one process, so nothing here ever touches it.
 
-import { Counter, Histogram, Registry } from "prom-client";
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import { registerProcessMetrics } from "./process_metrics.ts";
+import { buildInfo } from "../version.ts";
 
 /** The Proxmox operations the real backend reports (product spec §8). */
 export const API_OPS = [
@@ -85,6 +86,15 @@ export function createMetrics(): Metrics {
     apiDuration.zero({ op });
   }
   for (const outcome of ["ok", "error"]) reconciles.labels(outcome).inc(0);
+
+  // Constant 1; the labels say which build is running (docs/observability.md).
+  const info = buildInfo();
+  new Gauge({
+    name: `${PREFIX}build_info`,
+    help: "Build of the running provider: version, commit, Deno, V8 and TypeScript versions.",
+    labelNames: ["version", "commit", "deno", "v8", "typescript"] as const,
+    registers,
+  }).labels(info.version, info.commit, info.deno, info.v8, info.typescript).set(1);
 
   registerProcessMetrics(registry);
 

@@ -19,6 +19,10 @@ export interface SuiteOptions {
   skipBaseline?: boolean;
   /** Harness options (seed for the property tests, dial limits). */
   harness?: HarnessOptions;
+  /** Register only the behaviours this accepts (the conformance runner's lanes and --run). */
+  only?: (b: Behavior) => boolean;
+  /** The provider is someone else's (the runner's --target): never stopped here. */
+  attached?: boolean;
 }
 
 /** Extension lane order: concurrency, errors, fencing, fieldshape, lifecycle, list, metadata, property. */
@@ -43,7 +47,8 @@ export function defineConformanceSuite(
   let booting: Promise<ProviderProcess> | undefined;
   const provider = () => booting ??= boot(); // lazily, in the first test that runs
 
-  const behaviors = [...(opts.skipBaseline ? [] : BASELINE_LANE), ...EXTENSION_LANE];
+  const behaviors = [...(opts.skipBaseline ? [] : BASELINE_LANE), ...EXTENSION_LANE]
+    .filter(opts.only ?? (() => true));
   for (const b of behaviors) {
     Deno.test({
       name: `[${label}] ${b.id} ${b.title}`,
@@ -63,6 +68,7 @@ export function defineConformanceSuite(
     });
   }
 
+  if (opts.attached) return;
   Deno.test({
     name: `[${label}] stop the provider`,
     sanitizeOps: false,

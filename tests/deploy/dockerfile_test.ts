@@ -79,7 +79,8 @@ Deno.test("Dockerfile: deno compile uses exactly the flags of the deno.json comp
   const runs = ops(build, "RUN");
   const compile = runs.filter((r) => r.startsWith("deno compile "));
   assert.equal(compile.length, 1, "one deno compile");
-  const task: string = denoJson.tasks.compile;
+  const compileTask = denoJson.tasks.compile;
+  const task: string = typeof compileTask === "string" ? compileTask : compileTask.command;
   const want = compileFlags(task);
   const got = compileFlags(compile[0]);
   assert.deepEqual(got.rest, want.rest, `Dockerfile: ${compile[0]}\ndeno.json: ${task}`);

@@ -28,6 +28,10 @@ export interface DialOptions {
   maxReceiveBytes?: number;
   /** Per-call deadline; 30 s by default, as the Go harness. */
   deadlineMs?: number;
+  /** Transport; plaintext h2c by default, as the certification runner dials. */
+  credentials?: grpc.ChannelCredentials;
+  /** Extra channel options (e.g. a TLS server-name override). */
+  channelOptions?: grpc.ChannelOptions;
 }
 
 /** A non-OK gRPC status. */
@@ -84,7 +88,8 @@ export class ProviderClient {
 
   constructor(readonly addr: string, opts: DialOptions = {}) {
     const Ctor = capacityProviderCtor();
-    this.#client = new Ctor(addr, grpc.credentials.createInsecure(), {
+    this.#client = new Ctor(addr, opts.credentials ?? grpc.credentials.createInsecure(), {
+      ...opts.channelOptions,
       "grpc.max_receive_message_length": opts.maxReceiveBytes ?? DEFAULT_RECEIVE_BYTES,
       "grpc.max_send_message_length": -1,
       "grpc.use_local_subchannel_pool": 1,

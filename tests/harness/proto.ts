@@ -1,29 +1,5 @@
-// Loads the wire contract once, from the repository's proto file, with the
-// decoding options every harness client relies on.
+// The wire contract as every harness client decodes it: the product's own
+// client loader (src/cli/wire.ts), so the harness and `machines` read the
+// proto file the same way.
 
-import * as protoLoader from "@grpc/proto-loader";
-import * as grpc from "@grpc/grpc-js";
-
-export const PROTO_PATH = new URL("../../proto/bigfleet/v1alpha1/provider.proto", import.meta.url)
-  .pathname;
-
-export const LOADER_OPTIONS: protoLoader.Options = {
-  keepCase: true,
-  longs: String, // int64 arrives as an exact decimal string
-  enums: Number,
-  defaults: true, // absent messages decode as null, absent maps as {}
-  // bytes: left at the default, so bytes decode as Buffer (a Uint8Array).
-};
-
-let cached: grpc.ServiceClientConstructor | undefined;
-
-/** The generated CapacityProvider client constructor. */
-export function capacityProviderCtor(): grpc.ServiceClientConstructor {
-  if (cached) return cached;
-  const def = protoLoader.loadSync(PROTO_PATH, LOADER_OPTIONS);
-  const pkg = grpc.loadPackageDefinition(def) as unknown as {
-    bigfleet: { v1alpha1: { CapacityProvider: grpc.ServiceClientConstructor } };
-  };
-  cached = pkg.bigfleet.v1alpha1.CapacityProvider;
-  return cached;
-}
+export { capacityProviderCtor, LOADER_OPTIONS, PROTO_PATH } from "../../src/cli/wire.ts";

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { FLAG_TABLE, normaliseArgv, parseFlags } from "../../src/config/flags.ts";
+import { FLAG_TABLE, nearest, parseArgv, parseFlags } from "../../src/config/flags.ts";
 import { ConfigError } from "../../src/config/types.ts";
 
 Deno.test("flags: defaults match product.md §3", () => {
@@ -56,7 +56,11 @@ Deno.test("flags: a separate value may start with a dash; last one wins", () => 
 Deno.test("flags: unknown flags and stray arguments are errors naming them", () => {
   const cases: [string[], RegExp][] = [
     [["--nope"], /^unknown flag --nope$/],
-    [["-nope=1"], /^unknown flag --nope$/],
+    [["-nope=1"], /^unknown flag -nope$/],
+    [["--node=a"], /^unknown flag --node \(did you mean --nodes\?\)$/],
+    [["-adr", ":1"], /^unknown flag -adr \(did you mean -addr\?\)$/],
+    [["--help"], /^unknown flag --help$/],
+    [["-h"], /^unknown flag -h$/],
     [["--addr"], /^flag needs an argument: --addr$/],
     [["stray"], /unexpected argument "stray"/],
     [["-"], /unexpected argument "-"/],
@@ -82,10 +86,43 @@ Deno.test("flags: a mistyped secret flag never echoes its value", () => {
   }
 });
 
-Deno.test("flags: normalised argv is parseArgs-ready", () => {
-  assert.deepEqual(normaliseArgv(["-addr", ":1", "--use-fake-backend", "-reflection=false"]), [
-    "--addr=:1",
-    "--use-fake-backend=true",
-    "--reflection=false",
-  ]);
+Deno.test("flags: help and version are recognised only where asked for", () => {
+  for (const argv of [["-h"], ["--h"], ["-help"], ["--help"], ["--addr=:1", "-h", "--bogus"]]) {
+    const p = parseArgv(FLAG_TABLE, argv, { help: true });
+    assert.equal(p.help, true, argv.join(" "));
+  }
+  assert.equal(parseArgv(FLAG_TABLE, ["--version"], { version: true }).version, true);
+  assert.throws(
+    () => parseArgv(FLAG_TABLE, ["--version"], { help: true }),
+    /^.*unknown flag --version$/,
+  );
+  assert.throws(
+    () => parseArgv(FLAG_TABLE, ["--bogus", "-h"], { help: true }),
+    /unknown flag --bogus/,
+  );
+});
+
+Deno.test("flags: positionals, short aliases and `--` where a table allows them", () => {
+  const table = {
+    output: { kind: "string", default: "table", topic: "T", help: "h", short: "o" },
+    all: { kind: "bool", default: false, topic: "T", help: "h" },
+  } as const;
+  const p = parseArgv(table, ["a", "-o", "json", "b", "--all", "--", "-c"], { positionals: true });
+  assert.deepEqual(p.positionals, ["a", "b", "-c"]);
+  assert.equal(p.values.output, "json");
+  assert.equal(p.values.all, true);
+  assert.equal(parseArgv(table, ["--o=yaml"]).values.output, "yaml");
+  assert.throws(() => parseArgv(table, ["x"]), /unexpected argument "x"/);
+});
+
+Deno.test("flags: suggestions take a unique prefix or a near miss, never a far one", () => {
+  const names = Object.keys(FLAG_TABLE);
+  assert.equal(nearest("node", names), "nodes");
+  assert.equal(nearest("proxmox-api", names), "proxmox-api-url");
+  assert.equal(nearest("reflecton", names), "reflection");
+  assert.equal(nearest("metric-addr", names), "metrics-addr");
+  assert.equal(nearest("tls-cret", names), "tls-cert");
+  assert.equal(nearest("proxmox-token", names), undefined, "ambiguous prefix");
+  assert.equal(nearest("zzzz", names), undefined);
+  assert.equal(nearest("x", names), undefined);
 });

@@ -1,0 +1,68 @@
+// Client-side transport for talking to a provider: plaintext h2c by default
+// (what the provider serves without --tls-*), TLS verified by a CA bundle or
+// the system trust store, mTLS with a client certificate. The flag names
+// mirror the server's (--tls-ca, --tls-cert, --tls-key; docs/cli.md).
+
+import * as grpc from "@grpc/grpc-js";
+import { Buffer } from "node:buffer";
+import { flagError } from "../config/errors.ts";
+import { type ReadFile, readFromDisk, readPem } from "../config/files.ts";
+import { hasCertificate, hasPrivateKey } from "../config/pem.ts";
+
+export interface ClientTlsFlags {
+  /** TLS with the system trust store (implied by any of the files). */
+  tls: boolean;
+  caFile: string;
+  certFile: string;
+  keyFile: string;
+  /** Name to verify in the server certificate instead of the target's host. */
+  serverName: string;
+}
+
+export type ClientSecurity = "plaintext" | "TLS" | "mTLS";
+
+export interface Channel {
+  credentials: grpc.ChannelCredentials;
+  options: grpc.ChannelOptions;
+  security: ClientSecurity;
+}
+
+/** Credentials and channel options for the flags; a bad flag or file is a ConfigError. */
+export async function clientChannel(
+  f: ClientTlsFlags,
+  readFile: ReadFile = readFromDisk,
+): Promise<Channel> {
+  if (f.certFile !== "" && f.keyFile === "") {
+    throw flagError("tls-cert", "given without --tls-key; both are needed for mTLS");
+  }
+  if (f.keyFile !== "" && f.certFile === "") {
+    throw flagError("tls-key", "given without --tls-cert; both are needed for mTLS");
+  }
+  const tls = f.tls || f.caFile !== "" || f.certFile !== "";
+  if (!tls) {
+    if (f.serverName !== "") throw flagError("tls-server-name", "needs TLS (--tls or --tls-ca)");
+    return { credentials: grpc.credentials.createInsecure(), options: {}, security: "plaintext" };
+  }
+  const ca = f.caFile === ""
+    ? null
+    : await readPem("tls-ca", f.caFile, readFile, "CERTIFICATE", hasCertificate);
+  const cert = f.certFile === ""
+    ? null
+    : await readPem("tls-cert", f.certFile, readFile, "CERTIFICATE", hasCertificate);
+  const key = f.keyFile === ""
+    ? null
+    : await readPem("tls-key", f.keyFile, readFile, "PRIVATE KEY", hasPrivateKey);
+  const options: grpc.ChannelOptions = f.serverName === ""
+    ? {}
+    : { "grpc.ssl_target_name_override": f.serverName, "grpc.default_authority": f.serverName };
+  return {
+    // grpc-js wants Buffers; null CA means the runtime's default roots.
+    credentials: grpc.credentials.createSsl(
+      ca === null ? null : Buffer.from(ca),
+      key === null ? null : Buffer.from(key),
+      cert === null ? null : Buffer.from(cert),
+    ),
+    options,
+    security: cert === null ? "TLS" : "mTLS",
+  };
+}

@@ -1,0 +1,94 @@
+// Serving, the binary's default command: parse and validate flags, start the
+// app, serve until SIGINT/SIGTERM. Any startup problem is one line on stderr
+// and exit code 2 (configuration) or 1 (runtime, e.g. the address is in use);
+// nothing is served. A graceful stop exits 0; a second signal during it exits
+// 1 at once.
+
+import { FLAG_TABLE, parseArgv } from "../config/flags.ts";
+import { loadConfig } from "../config/load.ts";
+import { ConfigError } from "../config/types.ts";
+import { startApp } from "../app.ts";
+import { installCrashGuards } from "../server/guards.ts";
+import { setupLogging } from "../server/log.ts";
+import { createMetrics } from "../server/metrics.ts";
+import {
+  type Command,
+  type Context,
+  EXIT_FAILURE,
+  EXIT_OK,
+  EXIT_USAGE,
+  fail,
+  write,
+} from "./command.ts";
+import { versionText } from "./version_cmd.ts";
+
+export const serve: Command = {
+  name: "serve",
+  summary: "serve the CapacityProvider over gRPC (the default: flags alone serve)",
+  usage: "[serve] [flags]\n       bigfleet-proxmox <command> [arguments] [flags]",
+  description:
+    "Serves the BigFleet CapacityProvider gRPC API for one Proxmox VE cluster. Without a command,\n" +
+    "the flags below start the server.",
+  flags: FLAG_TABLE,
+  footer:
+    "Flags use Go syntax: --name=value, --name value or -name value; a boolean is set bare\n" +
+    "(--use-fake-backend) or with =false. Every flag in detail: docs/configuration.md; the\n" +
+    'commands: docs/cli.md or "bigfleet-proxmox help <command>".',
+  run: runServe,
+};
+
+async function runServe(args: string[], ctx: Context): Promise<number> {
+  try {
+    const meta = parseArgv(FLAG_TABLE, args, { help: true, version: true });
+    if (meta.help) {
+      ctx.printHelp();
+      return EXIT_OK;
+    }
+    if (meta.version) {
+      write(versionText());
+      return EXIT_OK;
+    }
+  } catch (e) {
+    if (e instanceof ConfigError) return fail(e.message, EXIT_USAGE);
+    throw e;
+  }
+  setupLogging();
+  let config;
+  try {
+    config = await loadConfig(args);
+  } catch (e) {
+    if (e instanceof ConfigError) return fail(e.message, EXIT_USAGE);
+    throw e;
+  }
+  const metrics = createMetrics();
+  installCrashGuards(metrics);
+  let app;
+  try {
+    app = await startApp(config, { metrics });
+  } catch (e) {
+    return fail(firstLine(e), EXIT_FAILURE);
+  }
+  const stopped = Promise.withResolvers<number>();
+  let signalled = false;
+  const onSignal = () => {
+    if (signalled) {
+      console.error("error: second signal during shutdown; exiting now");
+      stopped.resolve(EXIT_FAILURE);
+      return;
+    }
+    signalled = true;
+    app.stop().then(() => stopped.resolve(EXIT_OK), (e) => {
+      console.error(`error: shutdown failed: ${firstLine(e)}`);
+      stopped.resolve(EXIT_FAILURE);
+    });
+  };
+  Deno.addSignalListener("SIGINT", onSignal);
+  Deno.addSignalListener("SIGTERM", onSignal);
+  return await stopped.promise;
+}
+
+/** One line that names the problem, whatever threw. */
+function firstLine(e: unknown): string {
+  const text = e instanceof Error ? e.message : String(e);
+  return text.split("\n")[0];
+}
