@@ -7,13 +7,19 @@
 // store's writes.
 
 import assert from "node:assert/strict";
-import { BackendError } from "../../src/kit/backend.ts";
 import { Code, KitError } from "../../src/kit/errors.ts";
 import type { Ack } from "../../src/kit/kit.ts";
 import { State, STATE_NAMES } from "../../src/kit/model.ts";
 import type { MachineRecord, Pairs } from "../../src/kit/model.ts";
 import { Rng } from "../harness/rand.ts";
-import { CONFIGURE_DEFAULTS, NO_TOKEN, startTestKit, TARGET, tok } from "./scripted_backend.ts";
+import {
+  backendError,
+  CONFIGURE_DEFAULTS,
+  NO_TOKEN,
+  startTestKit,
+  TARGET,
+  tok,
+} from "./scripted_backend.ts";
 import type { Kind, TestKit, TestKitOptions, VmFact } from "./scripted_backend.ts";
 import { nextTurn, settlesNow } from "./watched_store.ts";
 
@@ -56,7 +62,7 @@ function describeOutcome(o: Outcome): string {
 
 /** Settles the oldest open call of `kind` with a failure and waits for FAILED. */
 async function failNext(t: TestKit, kind: Kind, id: string, message: string): Promise<void> {
-  (await t.backend.next(kind, id)).fail(new BackendError(message));
+  (await t.backend.next(kind, id)).fail(backendError(message));
   await t.store.until(id, State.Failed);
 }
 
@@ -644,7 +650,7 @@ Deno.test("stale completions: a result that arrives after the timeout is discard
     const failed = await t.store.until("m0", State.Failed);
     const check = await untouched(t);
     if (late === "succeed") job.succeed();
-    else job.fail(new BackendError("late failure"));
+    else job.fail(backendError("late failure"));
     await check(`a late ${late}`);
     const m = await t.kit.get("m0");
     assert.equal(m.state, State.Failed);

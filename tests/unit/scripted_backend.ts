@@ -10,6 +10,7 @@
 // the test calls `succeed()` / `fail()` on it, or leaves it running. Nothing
 // here sleeps.
 
+import { BackendError } from "../../src/kit/backend.ts";
 import type { Backend, ManagedVm } from "../../src/kit/backend.ts";
 import { startKit } from "../../src/kit/kit.ts";
 import type { Ack, Kit, Timeouts } from "../../src/kit/kit.ts";
@@ -243,6 +244,11 @@ function scriptedBackend(): Scripted {
     nextDescribe: () => take("describe") as Promise<DescribeCall>,
     open: () => all.map((e) => e.call).filter((c) => !c.settled),
   };
+}
+
+/** The error a backend reports for a failure the operator must see in last_error. */
+export function backendError(message: string): Error {
+  return new BackendError(message);
 }
 
 // ---- the kit under test ------------------------------------------------------
