@@ -309,8 +309,13 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
           "configure",
           call,
           () => checkConfigure(call),
-          // The binding is visible from CONFIGURING on.
-          (m) => ({ ...m, cluster: call.clusterId, shardMetadata: call.shardMetadata }),
+          // The binding is visible from CONFIGURING on. The map is copied: the
+          // caller's array may change after the call, the stored record may not.
+          (m) => ({
+            ...m,
+            cluster: call.clusterId,
+            shardMetadata: call.shardMetadata.map(([k, v]) => [k, v] as const),
+          }),
           async (m, _opId, signal) => {
             await backend.configure(hosted(m), {
               clusterId: call.clusterId,

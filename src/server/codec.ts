@@ -42,7 +42,10 @@ function int64(r: ReaderT): bigint {
 
 /** Reads every field of a message, handing known ones to `on`; returns false to skip. */
 function fields(bytes: Uint8Array, on: (field: number, wire: number, r: ReaderT) => boolean): void {
-  const r = Reader.create(bytes);
+  // The base Reader, never Reader.create: for a Node Buffer (what grpc-js
+  // hands over) create picks a reader whose string() reads past a truncated
+  // field without an error, so "machine-1" cut short would decode as "machine-".
+  const r = new Reader(bytes);
   while (r.pos < r.len) {
     const tag = r.uint32();
     const field = tag >>> 3;

@@ -25,10 +25,21 @@ function untilAborted(signal: AbortSignal): Promise<never> {
   });
 }
 
-export function createFaultBackend(o: FaultBackendOptions): Backend {
+export interface FaultBackend extends Backend {
+  /** Resolves once the fault-slow-ok actuator of `machineId` has reported its (late) success. */
+  lateSuccess(machineId: string): Promise<void>;
+}
+
+export function createFaultBackend(o: FaultBackendOptions): FaultBackend {
   const vms = new Map<string, { node: string; vmid: number; cluster: string }>();
   let nextVmid = 100;
   const timers = new Set<ReturnType<typeof setTimeout>>();
+  const lateSuccesses = new Map<string, PromiseWithResolvers<void>>();
+  const lateSuccess = (id: string) => {
+    let p = lateSuccesses.get(id);
+    if (!p) lateSuccesses.set(id, p = Promise.withResolvers<void>());
+    return p;
+  };
 
   function hosted(machineId: string, hostRef: string) {
     let vm = vms.get(machineId);
@@ -43,6 +54,7 @@ export function createFaultBackend(o: FaultBackendOptions): Backend {
   return {
     kind: "fake",
     zones: o.zones,
+    lateSuccess: (id) => lateSuccess(id).promise,
     create(slot) {
       if (o.createFaults.has(slot.machineId)) {
         return Promise.reject(
@@ -71,6 +83,7 @@ export function createFaultBackend(o: FaultBackendOptions): Backend {
             }, o.transitionTimeoutMs + 1000);
             timers.add(t);
           });
+          lateSuccess(m.machineId).resolve();
           return;
       }
     },

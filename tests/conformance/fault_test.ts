@@ -9,6 +9,7 @@ import { type App, startApp } from "../../src/app.ts";
 import {
   assertNonFpRejection,
   assertOk,
+  atExit,
   freePort,
   Harness,
   type Machine,
@@ -16,19 +17,30 @@ import {
   outcome,
   sleep,
   stateName,
+  withBudget,
 } from "../harness/mod.ts";
-import { createFaultBackend } from "./fault_backend.ts";
+import { createFaultBackend, type FaultBackend } from "./fault_backend.ts";
 
 const TIMEOUT_MS = 2_000;
 const FAULT_LABEL = "conformance.fault/create";
+// Off by design: the in-process provider is shared by every test of the lane.
 const opts = { sanitizeOps: false, sanitizeResources: false };
 
-const lane: { app?: App; dir?: string; addr?: string } = {};
+const lane: {
+  app?: App;
+  dir?: string;
+  addr?: string;
+  backend?: FaultBackend;
+  forgetDir?: () => void;
+} = {};
 
 /** Boot the in-process provider once, in the first test that needs it. */
 async function harness(): Promise<Harness> {
   if (!lane.addr) {
-    lane.dir = await Deno.makeTempDir({ prefix: "bfconf-fault-" });
+    const dir = lane.dir = await Deno.makeTempDir({ prefix: "bfconf-fault-" });
+    // The provider lives in this process and dies with it; its files are removed
+    // at exit even when a --filter skips the stop test below.
+    lane.forgetDir = atExit(() => Deno.removeSync(dir, { recursive: true }));
     const offerings = `${lane.dir}/offerings.json`;
     await Deno.writeTextFile(
       offerings,
@@ -55,12 +67,13 @@ async function harness(): Promise<Harness> {
         .map((s) => s.id),
     );
     assert.equal(createFaults.size, 8, "the offerings should yield 8 create-fault slots");
+    lane.backend = createFaultBackend({
+      zones: config.zones,
+      createFaults,
+      transitionTimeoutMs: TIMEOUT_MS,
+    });
     lane.app = await startApp(config, {
-      backend: createFaultBackend({
-        zones: config.zones,
-        createFaults,
-        transitionTimeoutMs: TIMEOUT_MS,
-      }),
+      backend: lane.backend,
       timeouts: {
         create: TIMEOUT_MS,
         configure: TIMEOUT_MS,
@@ -137,7 +150,9 @@ faultTest("B703 a Configure that blocks until cancelled times out to FAILED", as
 faultTest("B704 a success that arrives after the timeout is discarded", async (h) => {
   const id = await walkToIdle(h);
   const failed = await failVia(h, id, "fault-slow-ok", 5_000);
-  await sleep(4_000); // the late success lands at timeout + 1 s
+  // The actuator reports success at timeout + 1 s; the Get after it is a
+  // network round trip, so the kit has had its chance to (wrongly) apply it.
+  await withBudget(5_000, "the late success", () => lane.backend!.lateSuccess(id));
   const g = await h.get(id);
   assert.equal(stateName(g.state), "FAILED", "the late success resurrected the machine");
   assert.notEqual(g.last_error, "");
@@ -198,5 +213,6 @@ Deno.test({
   async fn() {
     await lane.app?.stop();
     if (lane.dir) await Deno.remove(lane.dir, { recursive: true });
+    lane.forgetDir?.();
   },
 });

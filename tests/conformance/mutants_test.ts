@@ -14,6 +14,7 @@ import {
 import { BASELINE_LANE, EXTENSION_LANE } from "./suite.ts";
 import { type Mutation, startMutatingProxy } from "./mutating_proxy.ts";
 
+// Off by design: one provider process is shared by every mutant.
 const opts = { sanitizeOps: false, sanitizeResources: false };
 const byId = new Map([...BASELINE_LANE, ...EXTENSION_LANE].map((b) => [b.id, b]));
 

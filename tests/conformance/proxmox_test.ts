@@ -3,17 +3,21 @@
 // which runs in this test process with CI-sized delays. Only the backend
 // differs from the fake run; the contract must not.
 
-import { startProvider } from "../harness/mod.ts";
+import { atExit, startProvider } from "../harness/mod.ts";
 import { startSimulator } from "../pvesim/mod.ts";
 import type { Simulator } from "../pvesim/mod.ts";
 import { defineConformanceSuite } from "./suite.ts";
 
 let sim: Simulator | undefined;
 let dir: string | undefined;
+let forgetDir: (() => void) | undefined;
 
 defineConformanceSuite("proxmox-sim", async () => {
   sim = await startSimulator({ nodes: ["pve1", "pve2"] });
-  dir = await Deno.makeTempDir({ prefix: "bf-pve-conf-" });
+  const made = dir = await Deno.makeTempDir({ prefix: "bf-pve-conf-" });
+  // Removed at exit even when a --filter skips the stop test below; the
+  // simulator lives in this process and the provider child is killed by the harness.
+  forgetDir = atExit(() => Deno.removeSync(made, { recursive: true }));
   const tokenFile = `${dir}/token`;
   await Deno.writeTextFile(tokenFile, `${sim.tokenSecret}\n`);
   return await startProvider({
@@ -39,5 +43,6 @@ Deno.test({
   async fn() {
     await sim?.close();
     if (dir) await Deno.remove(dir, { recursive: true });
+    forgetDir?.();
   },
 });

@@ -15,8 +15,6 @@ import {
   tail,
 } from "../harness/mod.ts";
 
-const opts = { sanitizeOps: false, sanitizeResources: false };
-
 function isJsonRecord(line: string): boolean {
   try {
     return typeof JSON.parse(line) === "object";
@@ -39,7 +37,6 @@ async function assertRefused(args: string[], re: RegExp, port = freePort()) {
 
 Deno.test({
   name: "[startup] no backend flags: refuses to start (fail closed)",
-  ...opts,
   async fn() {
     await assertRefused(
       ["--provider=certify", "--metrics-addr="],
@@ -50,7 +47,6 @@ Deno.test({
 
 Deno.test({
   name: "[startup] an unknown flag is refused, naming the flag",
-  ...opts,
   async fn() {
     await assertRefused([...fakeProviderArgs({ seed: 8 }), "--no-such-flag=1"], /no-such-flag/);
   },
@@ -58,7 +54,6 @@ Deno.test({
 
 Deno.test({
   name: "[startup] a bad flag value is refused, naming the flag",
-  ...opts,
   async fn() {
     await assertRefused(fakeProviderArgs({ seed: 8, extra: ["--seed-count=abc"] }), /seed-count/);
   },
@@ -66,7 +61,6 @@ Deno.test({
 
 Deno.test({
   name: "[startup] unparsable or unsupported offerings are refused, naming --offerings",
-  ...opts,
   async fn() {
     const dir = await Deno.makeTempDir({ prefix: "bfconf-startup-" });
     try {
@@ -98,7 +92,6 @@ Deno.test({
 
 Deno.test({
   name: "[startup] a busy --addr is one clear line and a non-zero exit",
-  ...opts,
   async fn() {
     const hold = Deno.listen({ hostname: "127.0.0.1", port: 0 });
     try {
@@ -122,7 +115,6 @@ Deno.test({
 
 Deno.test({
   name: "[startup] an unusable --state is one line naming the flag, nothing served",
-  ...opts,
   async fn() {
     const dir = await Deno.makeTempDir();
     try {
@@ -147,7 +139,6 @@ Deno.test({
 
 Deno.test({
   name: "[startup] a busy --metrics-addr is not fatal",
-  ...opts,
   async fn() {
     const hold = Deno.listen({ hostname: "127.0.0.1", port: 0 });
     const metrics = `127.0.0.1:${(hold.addr as Deno.NetAddr).port}`;
@@ -167,7 +158,6 @@ Deno.test({
 
 Deno.test({
   name: "[startup] Go-style flags (-name value, bare booleans) are accepted",
-  ...opts,
   async fn() {
     const port = freePort();
     const p = await startProvider({
@@ -188,7 +178,6 @@ Deno.test({
 
 Deno.test({
   name: "[startup] spawn-to-serving time, default seed and the runner's 256 (logged only)",
-  ...opts,
   async fn() {
     for (
       const [label, args] of [
@@ -212,7 +201,6 @@ Deno.test({
 
 Deno.test({
   name: "[startup] built-in offerings: 4 buckets, ids, shapes and prices as specified",
-  ...opts,
   async fn() {
     const p = await startProvider({ args: fakeProviderArgs({ seed: 10 }) });
     const h = new Harness(p.addr);

@@ -46,6 +46,10 @@ export function defineConformanceSuite(
 ): void {
   let booting: Promise<ProviderProcess> | undefined;
   const provider = () => booting ??= boot(); // lazily, in the first test that runs
+  // Sanitizers stay off in a lane: its one provider (with the pumps reading
+  // its output) outlives every test by design, as in the certification run.
+  // If a --filter skips the stop test, the harness kills the child at exit
+  // (tests/harness/teardown.ts).
 
   const behaviors = [...(opts.skipBaseline ? [] : BASELINE_LANE), ...EXTENSION_LANE]
     .filter(opts.only ?? (() => true));

@@ -63,8 +63,6 @@ async function withStub(fn: (c: ProviderClient) => Promise<void>) {
 
 Deno.test({
   name: "harness client: int64, bytes, maps and codes survive the wire exactly",
-  sanitizeOps: false,
-  sanitizeResources: false,
   async fn() {
     await withStub(async (c) => {
       const max = (1n << 63n) - 1n;

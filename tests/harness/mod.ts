@@ -5,3 +5,4 @@ export * from "./process.ts";
 export * from "./harness.ts";
 export * from "./assert.ts";
 export * from "./rand.ts";
+export * from "./teardown.ts";

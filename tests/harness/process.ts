@@ -3,6 +3,7 @@
 // its stdout/stderr in a log file and in memory for failure messages.
 
 import { holdCloses, releaseCloses } from "./linger.ts";
+import { atExit } from "./teardown.ts";
 
 export const REPO_ROOT = new URL("../../", import.meta.url).pathname;
 
@@ -119,6 +120,9 @@ export function spawnProvider(args: string[], o: Omit<StartOptions, "args"> = {}
     stdout: "piped",
     stderr: "piped",
   }).spawn();
+  // Killed at exit if no test stopped it (a --filter may skip the lane's "stop" test).
+  const forget = atExit(() => child.kill("SIGKILL"));
+  child.status.then(forget);
   let errText = "";
   let outText = "";
   const pump = async (s: ReadableStream<Uint8Array>, isErr: boolean) => {

@@ -4,6 +4,7 @@ import assert from "node:assert/strict";
 import { createProxmoxBackend } from "../../src/proxmox/mod.ts";
 import type { SimFaults } from "../pvesim/mod.ts";
 import { FAST, rig, signal, slot, vmidOf } from "./helpers.ts";
+import { waitFor } from "../server/helpers.ts";
 
 const clonePosts = (r: { sim: { requests: { method: string; path: string }[] } }) =>
   r.sim.requests.filter((q) => q.method === "POST" && q.path.endsWith("/clone")).length;
@@ -32,7 +33,7 @@ Deno.test("a second process adopts a clone still in flight (lock: clone, no name
   const s = slot("pve2");
   const first = r.backend.create(s, signal());
   // Wait until the clone's temporary {lock: clone} config exists.
-  while (!r.sim.vms().some((v) => v.lock === "clone")) await new Promise((f) => setTimeout(f, 10));
+  await waitFor("the clone's lock", () => r.sim.vms().some((v) => v.lock === "clone") || undefined);
   const other = await createProxmoxBackend(r.cfg, { timing: FAST });
   try {
     const [a, b] = await Promise.all([first, other.create(s, signal())]);
@@ -109,7 +110,7 @@ Deno.test("describe reports our in-flight clone as cloning, and ignores a strang
   await using r = await rig({ timing: { cloneMs: 800, cloneNamelessMs: 300 } });
   const s = slot("pve1");
   const pending = r.backend.create(s, signal());
-  while (!r.sim.vms().some((v) => v.lock === "clone")) await new Promise((f) => setTimeout(f, 10));
+  await waitFor("the clone's lock", () => r.sim.vms().some((v) => v.lock === "clone") || undefined);
   const during = await r.backend.describe(signal());
   assert.equal(during.length, 1);
   assert.equal(during[0].machineId, s.machineId);
@@ -125,9 +126,12 @@ Deno.test("describe reports our in-flight clone as cloning, and ignores a strang
   const other = await createProxmoxBackend(r.cfg, { timing: FAST });
   try {
     const p2 = r.backend.create(slot("pve1"), signal());
-    while (!r.sim.vms().some((v) => v.lock === "clone" && v.config.description === undefined)) {
-      await new Promise((f) => setTimeout(f, 5));
-    }
+    await waitFor(
+      "a nameless clone",
+      () =>
+        r.sim.vms().some((v) => v.lock === "clone" && v.config.description === undefined) ||
+        undefined,
+    );
     assert.equal(
       (await other.describe(signal())).length,
       1,

@@ -35,9 +35,11 @@ Deno.test("probes: healthz during boot, readyz 503 until serving, 503 from the s
   const { backend, release } = gatedBackend();
   // A kit whose Get blocks until told, so a call is in flight at stop().
   const getGate = Promise.withResolvers<void>();
+  const getEntered = Promise.withResolvers<void>();
   const wrapKit = (kit: Kit): Kit =>
     Object.assign(Object.create(kit), {
       get: async (id: string) => {
+        getEntered.resolve();
         await getGate.promise;
         return await kit.get(id);
       },
@@ -70,16 +72,17 @@ Deno.test("probes: healthz during boot, readyz 503 until serving, 503 from the s
   assert.ok(listed.ok);
   const id = (listed.value.machines as { id: string }[])[0].id;
   const pendingGet = client.call("Get", { id }, 10_000);
-  await new Promise((r) => setTimeout(r, 100));
+  let getDone = false;
+  pendingGet.then(() => getDone = true);
+  await getEntered.promise; // the Get is inside the kit
 
   const stopping = app.stop();
   // From the first moment of shutdown: not ready, still alive, call still open.
   const during = await httpGet(metricsPort, "/readyz");
   assert.deepEqual([during.status, during.body], [503, "not ready"]);
   assert.equal((await httpGet(metricsPort, "/healthz")).status, 200);
-  let getDone = false;
-  pendingGet.then(() => getDone = true);
-  await new Promise((r) => setTimeout(r, 100));
+  // stop() asked the server to stop accepting before the probes above
+  // answered; the Get is held in the kit, so it can only have ended by being cut.
   assert.equal(getDone, false, "the in-flight Get has not been cut");
 
   getGate.resolve();

@@ -70,10 +70,7 @@ function ask(client: grpc.Client, req: Record<string, string>): Promise<Reflecti
   });
 }
 
-const T = { sanitizeOps: false, sanitizeResources: false };
-
 Deno.test({
-  ...T,
   name: "reflection: lists the services and serves the contract's descriptor",
   async fn() {
     const p = await startProvider({ args: fakeProviderArgs({ seed: 4 }) });
@@ -105,7 +102,6 @@ Deno.test({
 });
 
 Deno.test({
-  ...T,
   name: "reflection: --reflection=false leaves it unregistered",
   async fn() {
     const p = await startProvider({
