@@ -298,7 +298,12 @@ export async function startTestKit(opts: TestKitOptions = {}): Promise<TestKit> 
   const scripted = scriptedBackend();
   const store = watchedStore();
   const n = opts.machines ?? 4;
-  const type: InstanceType = { name: "t.large", vcpu: 8, memoryMib: 16384, templateVmid: 9000 };
+  const type: InstanceType = {
+    name: "t.large",
+    vcpu: 8,
+    memoryMib: 16384,
+    template: { kind: "vmid", vmid: 9000 },
+  };
   const slots: Slot[] = Array.from({ length: n }, (_, i) => ({
     id: `m${i}`,
     instanceType: type.name,
@@ -307,7 +312,6 @@ export async function startTestKit(opts: TestKitOptions = {}): Promise<TestKit> 
     resources: [["cpu", "1"], ["memory", "2Gi"]],
     allocatable: [["cpu", "8"], ["memory", "16Gi"]],
     labels: [],
-    templateVmid: type.templateVmid,
     vcpu: type.vcpu,
     memoryMib: type.memoryMib,
   }));
