@@ -85,7 +85,12 @@ interface Waiter {
 
 const log = getLogger(["bigfleet", "state"]);
 
-export async function openKvStore(path: string): Promise<StateStore> {
+export interface KvStoreOptions {
+  /** Wraps the opened database (tests inject failing commits). */
+  wrapKv?: (kv: Deno.Kv) => Deno.Kv;
+}
+
+export async function openKvStore(path: string, opts: KvStoreOptions = {}): Promise<StateStore> {
   const where = `--state ${JSON.stringify(path)}`;
   let lock: StateLock;
   try {
@@ -96,6 +101,7 @@ export async function openKvStore(path: string): Promise<StateStore> {
   let kv: Deno.Kv;
   try {
     kv = await Deno.openKv(path);
+    if (opts.wrapKv) kv = opts.wrapKv(kv);
   } catch (e) {
     lock.release();
     throw new Error(`${where}: ${message(e)}`);
