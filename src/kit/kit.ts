@@ -119,7 +119,8 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
   await store.durable();
   log.info("inventory ready: {machines} machines, revision {rev}, state {store}", {
     machines: fleet.size,
-    rev: fleet.revision,
+    // Committed by now; reading it also drops the fleet's bookkeeping of the boot's writes.
+    rev: fleet.committed.revision,
     store: store.description,
     restored: boot.restored,
     interrupted: boot.interrupted.length,
