@@ -8,7 +8,7 @@
 // A separate file, not the database itself: SQLite takes its own POSIX locks
 // on the database, and on filesystems that emulate flock with POSIX locks (NFS)
 // the two would interfere. Advisory locks over network filesystems are only as
-// good as the server's lock manager: see docs/configuration.md#durable-state.
+// good as the server's lock manager: see docs/configuration.md#one-provider-per-state-file.
 
 export interface StateLock {
   readonly path: string;
