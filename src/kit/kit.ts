@@ -176,12 +176,13 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
     try {
       await store.durable();
     } catch (e) {
-      throw new KitError(
-        Code.Unavailable,
-        `state store commit failed (${e instanceof Error ? e.message : e}); ` +
-          "the call is not acknowledged, retry it",
-      );
+      throw commitFailed(e, "the call is not acknowledged, retry it");
     }
+  }
+
+  function commitFailed(e: unknown, advice: string): KitError {
+    const why = e instanceof Error ? e.message : String(e);
+    return new KitError(Code.Unavailable, `state store commit failed (${why}); ${advice}`);
   }
 
   /** A read: from memory once committed; from the committed view while the store is failing. */
@@ -193,10 +194,13 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
       } catch (error) {
         out = { error };
       }
-      if (await store.durable().then(() => true, () => false)) {
+      const failed = await store.durable().then(() => null, (e) => ({ e }));
+      if (failed === null) {
         if ("value" in out) return out.value;
         throw out.error;
       }
+      // A store that does not count commits has no committed view to fall back on.
+      if (store.committed === undefined) throw commitFailed(failed.e, "retry later");
     }
     return fn(fleet.committed);
   }
