@@ -133,9 +133,11 @@ export function createFleet(
       const idx = (start + i) % n;
       const id = order[idx];
       const b = old?.get(id);
+      // Cursor first: unchanged machines are skipped without fetching their record.
+      if (sinceN !== null && (b ? b.mod : lastMod.get(id))! <= sinceN) continue;
+      // Absent: removed (latest view) or not yet committed (committed view).
       const m = b ? b.rec : machines.get(id);
       if (!m) continue;
-      if (sinceN !== null && (b ? b.mod! : lastMod.get(id)!) <= sinceN) continue;
       if (wanted && !wanted.has(m.state)) continue;
       out.push(m);
       last = idx;
