@@ -106,8 +106,9 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
     lock.release();
     throw new Error(`${where}: ${message(e)}`);
   }
-  /** Whether the format marker is on disk (set by load() or the first commit). */
+  /** Whether the format marker is on disk (set by recovery or the first commit). */
   let initialized = false;
+  let recovering: Promise<boolean> | null = null;
   let pending = new Map<string, Item>();
   /** Chunk generation currently referenced per machine id. */
   const chunkGens = new Map<string, string>();
@@ -194,6 +195,7 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
   }
 
   async function commit(batch: Map<string, Item>): Promise<void> {
+    await recover();
     const muts: Mutation[] = [];
     /** Always in the last commit of the batch. */
     const tail: Mutation[] = [];
@@ -337,6 +339,40 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
     }
   }
 
+  /**
+   * Brings the file to a whole batch before anything reads or writes it:
+   * wipes a first inventory cut short, finishes a marked batch, drops
+   * unmarked staged parts. Resolves to whether the file holds a fleet. Runs
+   * once (again after a failure), from load() or the first commit.
+   */
+  function recover(): Promise<boolean> {
+    recovering ??= (async () => {
+      const [format, redoMark, rev] = await kv.getMany<[number, RedoMark, number]>([
+        FORMAT_KEY,
+        REDO_KEY,
+        REV_KEY,
+      ]);
+      if (format.value === null && rev.value === null) {
+        // Never completely written: what is there is part of a first inventory.
+        const keys = await deleteAll([]);
+        if (keys > 0) {
+          log.warn("state store held {keys} keys of a first inventory cut short; starting over", {
+            keys,
+          });
+        }
+        return false;
+      }
+      // A revision without the marker: written before the marker existed, and complete.
+      if (format.value === null) await mustCommit(kv.atomic().set(FORMAT_KEY, FORMAT));
+      initialized = true;
+      if (redoMark.value) await rollForward(redoMark.value);
+      await deleteAll(["redo"]);
+      return true;
+    })();
+    recovering.catch(() => recovering = null);
+    return recovering;
+  }
+
   async function readMachine(id: string, v: MachineValue): Promise<MachineRecord> {
     if (v.j) return decodeRecord(v.j);
     const parts: Uint8Array[] = [];
@@ -364,28 +400,8 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
       return failure === null ? null : message(failure);
     },
     async load(): Promise<PersistedState | null> {
-      const [format, redoMark, savedRev] = await kv.getMany<[number, RedoMark, number]>([
-        FORMAT_KEY,
-        REDO_KEY,
-        REV_KEY,
-      ]);
-      if (format.value === null && savedRev.value === null) {
-        // Never completely written: what is there is part of a first inventory.
-        const keys = await deleteAll([]);
-        if (keys > 0) {
-          log.warn("state store held {keys} keys of a first inventory cut short; starting over", {
-            keys,
-          });
-        }
-        return null;
-      }
-      // A revision without the marker: written before the marker existed, and complete.
-      if (format.value === null) await mustCommit(kv.atomic().set(FORMAT_KEY, FORMAT));
-      initialized = true;
-      if (redoMark.value) await rollForward(redoMark.value);
-      await deleteAll(["redo"]);
-
-      const rev = redoMark.value ? (await kv.get<number>(REV_KEY)).value : savedRev.value;
+      if (!(await recover())) return null;
+      const rev = (await kv.get<number>(REV_KEY)).value;
       const machines: MachineRecord[] = [];
       for await (const e of kv.list<MachineValue>({ prefix: ["m"] })) {
         machines.push(await readMachine(e.key[1] as string, e.value));

@@ -242,6 +242,26 @@ Deno.test("kv store: a batch over one commit is durable from its redo marker on"
     assert.equal(await has(path, ["meta", "redo"]), false, "the marker is removed");
   }));
 
+Deno.test("kv store: a write before load() still finishes a marked batch first", () =>
+  withStore(async (path) => {
+    assert.ok(await writeBatch(path, fleet(3000, 1), 1));
+    assert.equal(await writeBatch(path, fleet(3000, 2), 2, failAfterRedoMark()), false);
+
+    const s = await openKvStore(path);
+    s.putMachine(machine("m/0", { shardMetadata: [["gen", "3"]] }));
+    s.putRevision(3);
+    await s.durable();
+    await s.close();
+
+    const r = await openKvStore(path);
+    const loaded = (await r.load())!;
+    await r.close();
+    assert.equal(loaded.rev, 3);
+    const want = fleet(3000, 2);
+    want[0] = machine("m/0", { shardMetadata: [["gen", "3"]] });
+    assert.deepEqual(loaded.machines.sort(byId), want.sort(byId));
+  }));
+
 Deno.test("kv store: a batch cut short before its redo marker leaves the previous state", () =>
   withStore(async (path) => {
     assert.ok(await writeBatch(path, fleet(3000, 1), 1));
