@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { openKvStore } from "../../src/kit/kv_store.ts";
 import { State } from "../../src/kit/model.ts";
 import type { MachineRecord } from "../../src/kit/model.ts";
+import type { PersistedState } from "../../src/kit/store.ts";
 import { encodeRecord } from "../../src/kit/record_codec.ts";
 import { FULL_DISK, isKey, kvFaults } from "../chaos/faulty_kv.ts";
 import type { KvFaults } from "../chaos/faulty_kv.ts";
@@ -37,6 +38,16 @@ async function withStore(fn: (path: string) => Promise<void>) {
   }
 }
 
+/** What a fresh open of the state loads. */
+async function reload(path: string): Promise<PersistedState | null> {
+  const s = await openKvStore(path);
+  try {
+    return await s.load();
+  } finally {
+    await s.close();
+  }
+}
+
 Deno.test("kv store: empty store loads as null", () =>
   withStore(async (path) => {
     const s = await openKvStore(path);
@@ -66,9 +77,7 @@ Deno.test("kv store: records, fences and revision round-trip exactly", () =>
     await s.durable();
     await s.close();
 
-    const r = await openKvStore(path);
-    const loaded = (await r.load())!;
-    await r.close();
+    const loaded = (await reload(path))!;
     assert.equal(loaded.rev, 1795978308312);
     const m1 = loaded.machines.find((m) => m.id === "m/1")!;
     assert.deepEqual(m1, machine("m/1", { shardMetadata: tricky }));
@@ -137,9 +146,7 @@ Deno.test("kv store: many writes in one tick coalesce and all land", () =>
     s.putRevision(3000);
     await s.durable();
     await s.close();
-    const r = await openKvStore(path);
-    const loaded = (await r.load())!;
-    await r.close();
+    const loaded = (await reload(path))!;
     assert.equal(loaded.machines.length, 3000);
     assert.equal(loaded.rev, 3000);
   }));
@@ -233,9 +240,7 @@ Deno.test("kv store: a batch over one commit is durable from its redo marker on"
     assert.equal(await writeBatch(path, fleet(3000, 2), 2, faults), false);
     assert.ok(faults.refused > 0, "the apply was cut short");
 
-    const s = await openKvStore(path);
-    const loaded = (await s.load())!;
-    await s.close();
+    const loaded = (await reload(path))!;
     assert.equal(loaded.rev, 2);
     assert.deepEqual(loaded.machines.sort(byId), fleet(3000, 2).sort(byId));
     assert.deepEqual(await keys(path, ["redo"]), [], "staged parts are removed");
@@ -253,9 +258,7 @@ Deno.test("kv store: a write before load() still finishes a marked batch first",
     await s.durable();
     await s.close();
 
-    const r = await openKvStore(path);
-    const loaded = (await r.load())!;
-    await r.close();
+    const loaded = (await reload(path))!;
     assert.equal(loaded.rev, 3);
     const want = fleet(3000, 2);
     want[0] = machine("m/0", { shardMetadata: [["gen", "3"]] });
@@ -270,9 +273,7 @@ Deno.test("kv store: a batch cut short before its redo marker leaves the previou
     assert.equal(await writeBatch(path, fleet(3000, 2), 2, faults), false);
     assert.ok(faults.commits.length > 0, "some staged parts did land");
 
-    const s = await openKvStore(path);
-    const loaded = (await s.load())!;
-    await s.close();
+    const loaded = (await reload(path))!;
     assert.equal(loaded.rev, 1);
     assert.deepEqual(loaded.machines.sort(byId), fleet(3000, 1).sort(byId));
     assert.deepEqual(await keys(path, ["redo"]), []);
@@ -299,9 +300,7 @@ Deno.test("kv store: a retry that fits one commit replaces a failed attempt's re
     await s.durable();
     await s.close();
 
-    const r = await openKvStore(path);
-    const loaded = (await r.load())!;
-    await r.close();
+    const loaded = (await reload(path))!;
     assert.equal(loaded.rev, 3);
     assert.deepEqual(loaded.machines.sort(byId), ids.map(small).sort(byId));
   }));
@@ -353,9 +352,7 @@ Deno.test("kv store: a store written before the format marker existed still load
     await kv.set(["m", "old"], { j: encodeRecord(machine("old")) });
     await kv.set(["meta", "rev"], 42);
     kv.close();
-    const s = await openKvStore(path);
-    const loaded = (await s.load())!;
-    await s.close();
+    const loaded = (await reload(path))!;
     assert.equal(loaded.rev, 42);
     assert.deepEqual(loaded.machines, [machine("old")]);
     assert.ok(await has(path, ["meta", "format"]), "the marker is added");
