@@ -6,12 +6,15 @@
 // slot: either the first inventory landed whole, or none of it did and the
 // restart seeds again.
 //
-// The instants are drawn over the later part of a boot, where the inventory is
-// built and written: from 40% of the way between the first log line and
-// "inventory ready" to just past the latter, as timed on an uninterrupted boot.
-// (Kills while a store loads are store_kill_test.ts's.) BFCHAOS_BOOT_KILLS
-// (default 20) and BFCHAOS_BOOT_SEED (default 5000, ten KV commits' worth)
-// size it; BFCONF_SEED replays the instants.
+// Each kill is timed from the killed process's own first log line (printed
+// once the store is open, just before the inventory is built) by a random
+// fraction of what building and writing it took in uninterrupted boots, so the
+// kills land while the first inventory is being built and written whatever the
+// machine's load. (Kills while a store loads are store_kill_test.ts's.) Most
+// kills must land before the killed process said "inventory ready", or the
+// test has not tested anything. BFCHAOS_BOOT_KILLS (default 20) and
+// BFCHAOS_BOOT_SEED (default 5000, ten KV commits' worth) size it; BFCONF_SEED
+// replays the fractions.
 
 import assert from "node:assert/strict";
 import {
@@ -38,6 +41,29 @@ async function listIds(p: ProviderProcess): Promise<Set<string>> {
   }
 }
 
+type Spawned = ReturnType<typeof spawnProvider>;
+
+/** Milliseconds from now until `sp` has written a line containing `text` (it must not exit first). */
+async function until(sp: Spawned, text: string): Promise<number> {
+  const t0 = performance.now();
+  let exited = false;
+  sp.child.status.then(() => exited = true);
+  while (!sp.stderr().includes(text)) {
+    assert.ok(!exited, `the provider exited before "${text}":\n${tail(sp.stderr())}`);
+    assert.ok(performance.now() - t0 < 60_000, `no "${text}" within 60 s:\n${tail(sp.stderr())}`);
+    await new Promise((r) => setTimeout(r, 2));
+  }
+  return performance.now() - t0;
+}
+
+async function kill(sp: Spawned): Promise<void> {
+  try {
+    sp.child.kill("SIGKILL");
+  } catch { /* already exited */ }
+  await sp.child.status;
+  await sp.pumped;
+}
+
 /** Whether the provider's "inventory ready" log line says the fleet was restored. */
 function restoredFrom(stderr: string): boolean | null {
   for (const line of stderr.split("\n")) {
@@ -55,47 +81,36 @@ Deno.test({
   async fn() {
     const rng = new Rng();
     const dir = await Deno.makeTempDir({ prefix: "bfchaos-boot-" });
+    const args = (state: string) => [
+      `--addr=127.0.0.1:${freePort()}`,
+      ...fakeProviderArgs({ seed: SEED, state }),
+    ];
     try {
-      // An uninterrupted first boot: the expected slot ids, and when its state work starts and ends.
-      const ref = spawnProvider([
-        `--addr=127.0.0.1:${freePort()}`,
-        ...fakeProviderArgs({ seed: SEED, state: `${dir}/ref.kv` }),
-      ]);
-      const t0 = performance.now();
-      let first = 0;
-      let ready = 0;
-      while (ready === 0) {
-        const err = ref.stderr();
-        if (first === 0 && err.includes("\n")) first = performance.now() - t0;
-        if (err.includes("inventory ready")) ready = performance.now() - t0;
-        assert.ok(performance.now() - t0 < 60_000, `reference boot never got ready:\n${tail(err)}`);
-        await new Promise((r) => setTimeout(r, 5));
+      // Two uninterrupted first boots: how long building and writing the inventory takes.
+      let build = Infinity;
+      for (let i = 0; i < 2; i++) {
+        const ref = spawnProvider(args(`${dir}/ref-${i}.kv`));
+        await until(ref, "\n");
+        build = Math.min(build, await until(ref, "inventory ready"));
+        await kill(ref);
       }
-      ref.child.kill("SIGKILL");
-      await ref.child.status;
-      await ref.pumped;
       const check = await startProvider({
-        args: fakeProviderArgs({ seed: SEED, state: `${dir}/ref.kv` }),
+        args: fakeProviderArgs({ seed: SEED, state: `${dir}/ref-0.kv` }),
         readyTimeoutMs: 60_000,
       });
       const want = await listIds(check);
       await check.stop();
       assert.equal(want.size, SEED, "the uninterrupted boot should list every slot");
 
-      const outcomes = { restored: 0, reseeded: 0 };
+      const outcomes = { early: 0, restored: 0, reseeded: 0 };
       for (let i = 0; i < KILLS; i++) {
         const state = `${dir}/trial-${i}.kv`;
-        const at = Math.round(first + (ready - first) * (0.4 + 0.7 * rng.float()));
-        const sp = spawnProvider([
-          `--addr=127.0.0.1:${freePort()}`,
-          ...fakeProviderArgs({ seed: SEED, state }),
-        ]);
-        await new Promise((r) => setTimeout(r, at));
-        try {
-          sp.child.kill("SIGKILL");
-        } catch { /* it already exited: the assertion below says why */ }
-        await sp.child.status;
-        await sp.pumped;
+        const after = Math.round(build * 1.1 * rng.float());
+        const sp = spawnProvider(args(state));
+        await until(sp, "\n");
+        await new Promise((r) => setTimeout(r, after));
+        await kill(sp);
+        if (!sp.stderr().includes("inventory ready")) outcomes.early++;
 
         const p = await startProvider({
           args: fakeProviderArgs({ seed: SEED, state }),
@@ -108,7 +123,7 @@ Deno.test({
           assert.equal(
             missing.length,
             0,
-            `kill ${i + 1} at ${at} ms after spawn: ${got.size} machines after the restart, ` +
+            `kill ${i + 1}, ${after} ms into the build: ${got.size} machines after the restart, ` +
               `${missing.length} slots missing (e.g. ${missing.slice(0, 3).join(", ")})\n` +
               `killed run's stderr:\n${tail(sp.stderr(), 10)}`,
           );
@@ -121,9 +136,13 @@ Deno.test({
         await Deno.remove(state).catch(() => {});
       }
       console.log(
-        `first boot of ${SEED} slots (state work ${Math.round(first)}–${Math.round(ready)} ms ` +
-          `after spawn): ${KILLS} kills; ` +
-          `restart found the first inventory whole ${outcomes.restored}×, seeded again ${outcomes.reseeded}×`,
+        `first boot of ${SEED} slots (build and write ${Math.round(build)} ms): ${KILLS} kills, ` +
+          `${outcomes.early} before "inventory ready"; the restart found the first inventory ` +
+          `whole ${outcomes.restored}×, seeded again ${outcomes.reseeded}×`,
+      );
+      assert.ok(
+        outcomes.early >= KILLS / 2,
+        `only ${outcomes.early} of ${KILLS} kills landed before the inventory was ready`,
       );
     } finally {
       await Deno.remove(dir, { recursive: true });
