@@ -8,13 +8,14 @@
 // - The first batch a store ever takes (the first inventory, possibly tens of
 //   thousands of records) is written in as many commits as it needs, with the
 //   format marker in the last one. A store without the marker was never
-//   completely written: load() wipes it and the provider starts over.
+//   completely written: recovery wipes it and the provider starts over.
 // - Any later batch too big for one commit (a reconcile adding many orphans, a
 //   restart failing thousands of interrupted machines, a busy tick) is first
 //   staged as a redo log under a fresh id, and the commit holding its last part
 //   also sets the redo marker: from that instant the batch is durable. It is
-//   then applied and the marker removed with the last applied part. load()
+//   then applied and the marker removed with the last applied part. Recovery
 //   finishes a batch whose marker it finds and drops staged parts without one.
+//   It runs once, before load() reads or the first commit writes.
 // - A machine record larger than one KV value (big shard_metadata) is split
 //   into chunks under a fresh generation, written before the batch that points
 //   the machine at them; superseded generations are deleted after it.
