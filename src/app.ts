@@ -11,6 +11,7 @@ import { startKit } from "./kit/kit.ts";
 import type { Kit, Timeouts } from "./kit/kit.ts";
 import { openKvStore } from "./kit/kv_store.ts";
 import { createMemoryStore } from "./kit/store.ts";
+import type { StateStore } from "./kit/store.ts";
 import { startGrpcServer } from "./server/grpc.ts";
 import type { GrpcServer } from "./server/grpc.ts";
 import { startOpsServer } from "./server/http.ts";
@@ -59,16 +60,18 @@ export async function startApp(config: Config, opts: AppOptions = {}): Promise<A
   const { credentials, security } = serverCredentials(config.tls);
 
   let backend: Backend | undefined;
+  let store: StateStore | undefined;
   let kit: Kit | undefined;
   let server: GrpcServer;
   try {
+    // First: a second provider on the same state is refused before it does anything.
+    store = config.statePath ? await openKvStore(config.statePath) : createMemoryStore();
     backend = opts.backend ?? await createBackend(config, metrics);
     if (backend.kind === "fake") {
       log.warn(
         "running the in-memory FAKE backend: no Proxmox VM is ever created (testing and demos only)",
       );
     }
-    const store = config.statePath ? await openKvStore(config.statePath) : createMemoryStore();
     kit = await startKit({
       provider: config.provider,
       backend,
@@ -87,7 +90,8 @@ export async function startApp(config: Config, opts: AppOptions = {}): Promise<A
       observer: createRpcObserver(metrics),
     });
   } catch (e) {
-    await kit?.close().catch(() => {});
+    // The kit closes its store; without a kit the store (and its lock) is closed here.
+    await (kit ?? store)?.close().catch(() => {});
     await backend?.close().catch(() => {});
     await ops?.close();
     throw e;

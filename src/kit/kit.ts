@@ -5,7 +5,8 @@
 //
 // Accept paths are synchronous from the first check to the state change, so
 // parallel identical calls in one event loop collapse to one operation. Every
-// answer (success or error) waits until the changes made so far are durable.
+// answer (success or error) waits until the changes made so far are durable;
+// "answers and durability" below says what happens when they cannot be.
 
 import { getLogger } from "@logtape/logtape";
 import type { InstanceType, Slot } from "../config/types.ts";
@@ -15,7 +16,7 @@ import { formatMs, withDeadline } from "./deadline.ts";
 import { createFenceTable } from "./fence.ts";
 import type { Token } from "./fence.ts";
 import { createFleet } from "./fleet.ts";
-import type { Selection } from "./fleet.ts";
+import type { FleetView, Selection } from "./fleet.ts";
 import { bootInventory, orphanId, orphanMachine } from "./inventory.ts";
 import { describeChange } from "./capacity.ts";
 import { EDGES, State, STATE_NAMES } from "./model.ts";
@@ -123,7 +124,8 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
   await store.durable();
   log.info("inventory ready: {machines} machines, revision {rev}, state {store}", {
     machines: fleet.size,
-    rev: fleet.revision,
+    // Committed by now; reading it also drops the fleet's bookkeeping of the boot's writes.
+    rev: fleet.committed.revision,
     store: store.description,
     restored: boot.restored,
     interrupted: boot.interrupted,
@@ -145,17 +147,74 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
 
   // ---- accept path ---------------------------------------------------------
 
-  /** Runs the synchronous part, then answers once every change so far is durable. */
+  // ---- answers and durability ---------------------------------------------
+  //
+  // Every answer waits until the changes made so far are committed, so nothing
+  // a client saw can be lost by a crash right after. When the store cannot
+  // commit (disk full, read-only filesystem):
+  // - a lifecycle call (or reconcile pass) is refused with UNAVAILABLE before
+  //   it changes anything;
+  // - a call whose own commit fails is answered UNAVAILABLE too, not
+  //   acknowledged. Its change stays queued in memory and the store keeps
+  //   retrying, so it lands when the disk recovers (or never, if the process
+  //   dies first). Either way is allowed: an unacknowledged call may or may not
+  //   have happened, and the client's retry replays it idempotently (the same
+  //   operation id once the change has landed);
+  // - reads answer from the committed view (src/kit/fleet.ts): what a restart
+  //   right now would load, never the queued changes, so they keep working and
+  //   the revision they show never goes backwards across a crash.
+  // docs/configuration.md#when-the-state-disk-fails says the same for operators.
+
+  /** A lifecycle call or reconcile pass: refused while the store is failing, answered once committed. */
   async function answer<T>(fn: () => T): Promise<T> {
+    if (store.failure) {
+      throw new KitError(
+        Code.Unavailable,
+        `state store cannot commit (${store.failure}); nothing was changed, retry later`,
+      );
+    }
     let result: T;
     try {
       result = fn();
     } catch (e) {
-      await store.durable();
+      await committed();
       throw e;
     }
-    await store.durable();
+    await committed();
     return result;
+  }
+
+  async function committed(): Promise<void> {
+    try {
+      await store.durable();
+    } catch (e) {
+      throw commitFailed(e, "the call is not acknowledged, retry it");
+    }
+  }
+
+  function commitFailed(e: unknown, advice: string): KitError {
+    const why = e instanceof Error ? e.message : String(e);
+    return new KitError(Code.Unavailable, `state store commit failed (${why}); ${advice}`);
+  }
+
+  /** A read: from memory once committed; from the committed view while the store is failing. */
+  async function read<T>(fn: (view: FleetView) => T): Promise<T> {
+    if (!store.failure) {
+      let out: { value: T } | { error: unknown };
+      try {
+        out = { value: fn(fleet) };
+      } catch (error) {
+        out = { error };
+      }
+      const failed = await store.durable().then(() => null, (e) => ({ e }));
+      if (failed === null) {
+        if ("value" in out) return out.value;
+        throw out.error;
+      }
+      // A store that does not count commits has no committed view to fall back on.
+      if (store.committed === undefined) throw commitFailed(failed.e, "retry later");
+    }
+    return fn(fleet.committed);
   }
 
   function checkId(id: string, what: string): void {
@@ -343,14 +402,14 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
       ),
 
     get: (id) =>
-      answer(() => {
+      read((view) => {
         checkId(id, "id");
-        const m = fleet.get(id);
+        const m = view.get(id);
         if (!m) throw new KitError(Code.NotFound, `machine ${id} not found`);
         return m;
       }),
 
-    list: (q) => answer(() => ({ machines: fleet.select(q), revision: fleet.revision })),
+    list: (q) => read((view) => ({ machines: view.select(q), revision: view.revision })),
 
     async reconcile(signal) {
       const vms = await backend.describe(signal);

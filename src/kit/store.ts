@@ -1,7 +1,8 @@
 // Durable state seam. The kit mutates memory synchronously and hands the
 // touched records to the store; `durable()` resolves once everything handed
 // over so far is committed. Every response waits on it, so nothing a client
-// has seen can be lost by a crash right after.
+// has seen can be lost by a crash right after (src/kit/kit.ts says what
+// happens while commits fail).
 
 import type { Mark } from "./fence.ts";
 import type { MachineRecord } from "./model.ts";
@@ -29,6 +30,17 @@ export interface StateStore {
   putRevision(rev: number): void;
   /** Resolves when every change handed over before the call is committed; rejects if that commit failed. */
   durable(): Promise<void>;
+  /**
+   * Progress, for answering reads from what is committed while commits fail:
+   * `handed` counts the changes handed over so far, `committed` how many of
+   * them are committed. Stores that leave them out are taken as committing
+   * everything they are handed.
+   */
+  readonly handed?: number;
+  readonly committed?: number;
+  /** Why commits fail (the last one failed and no retry has succeeded since); null or absent when healthy. */
+  readonly failure?: string | null;
+  /** Commits what is queued (one attempt if commits are failing), then releases the state. */
   close(): Promise<void>;
 }
 

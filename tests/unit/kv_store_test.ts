@@ -2,6 +2,10 @@ import assert from "node:assert/strict";
 import { openKvStore } from "../../src/kit/kv_store.ts";
 import { State } from "../../src/kit/model.ts";
 import type { MachineRecord } from "../../src/kit/model.ts";
+import type { PersistedState } from "../../src/kit/store.ts";
+import { encodeRecord } from "../../src/kit/record_codec.ts";
+import { FULL_DISK, isKey, kvFaults } from "../chaos/faulty_kv.ts";
+import type { KvFaults } from "../chaos/faulty_kv.ts";
 
 function machine(id: string, extra: Partial<MachineRecord> = {}): MachineRecord {
   return {
@@ -34,6 +38,16 @@ async function withStore(fn: (path: string) => Promise<void>) {
   }
 }
 
+/** What a fresh open of the state loads. */
+async function reload(path: string): Promise<PersistedState | null> {
+  const s = await openKvStore(path);
+  try {
+    return await s.load();
+  } finally {
+    await s.close();
+  }
+}
+
 Deno.test("kv store: empty store loads as null", () =>
   withStore(async (path) => {
     const s = await openKvStore(path);
@@ -63,9 +77,7 @@ Deno.test("kv store: records, fences and revision round-trip exactly", () =>
     await s.durable();
     await s.close();
 
-    const r = await openKvStore(path);
-    const loaded = (await r.load())!;
-    await r.close();
+    const loaded = (await reload(path))!;
     assert.equal(loaded.rev, 1795978308312);
     const m1 = loaded.machines.find((m) => m.id === "m/1")!;
     assert.deepEqual(m1, machine("m/1", { shardMetadata: tricky }));
@@ -134,9 +146,218 @@ Deno.test("kv store: many writes in one tick coalesce and all land", () =>
     s.putRevision(3000);
     await s.durable();
     await s.close();
-    const r = await openKvStore(path);
-    const loaded = (await r.load())!;
-    await r.close();
+    const loaded = (await reload(path))!;
     assert.equal(loaded.machines.length, 3000);
     assert.equal(loaded.rev, 3000);
   }));
+
+// ---- One writer per state file.
+
+Deno.test("kv store: a second store on the same path is refused, naming this process", () =>
+  withStore(async (path) => {
+    const s = await openKvStore(path);
+    await assert.rejects(
+      openKvStore(path),
+      (e: Error) =>
+        e.message.startsWith(`--state ${JSON.stringify(path)}: in use by another provider: `) &&
+        e.message.includes(`pid ${Deno.pid} on host ${Deno.hostname()} since `),
+    );
+    await s.close();
+    const again = await openKvStore(path);
+    await again.close();
+  }));
+
+// ---- All or nothing: batches cut short by a failing disk (as by a crash: the
+// store is closed without committing and reopened).
+
+async function keys(path: string, prefix: Deno.KvKey = []): Promise<Deno.KvKey[]> {
+  const kv = await Deno.openKv(path);
+  const out: Deno.KvKey[] = [];
+  for await (const e of kv.list({ prefix })) out.push(e.key);
+  kv.close();
+  return out;
+}
+
+async function has(path: string, key: Deno.KvKey): Promise<boolean> {
+  const kv = await Deno.openKv(path);
+  const found = (await kv.get(key)).versionstamp !== null;
+  kv.close();
+  return found;
+}
+
+function fleet(n: number, gen: number, extra: Partial<MachineRecord> = {}): MachineRecord[] {
+  return Array.from(
+    { length: n },
+    (_, i) => machine(`m/${i}`, { shardMetadata: [["gen", String(gen)]], ...extra }),
+  );
+}
+
+/** Opens, writes `ms` and the revision in one tick, and closes: the store is left as the faults allow. */
+async function writeBatch(
+  path: string,
+  ms: MachineRecord[],
+  rev: number,
+  faults = kvFaults(),
+): Promise<boolean> {
+  const s = await openKvStore(path, { wrapKv: faults.wrap });
+  await s.load();
+  for (const m of ms) s.putMachine(m);
+  s.putRevision(rev);
+  const ok = await s.durable().then(() => true, () => false);
+  await s.close();
+  return ok;
+}
+
+/** Fails every commit after the one that sets the redo marker. */
+function failAfterRedoMark(): KvFaults {
+  const faults = kvFaults();
+  let marked = false;
+  faults.failWhen = (c) => {
+    if (marked) return true;
+    marked = c.sets.some((k) => isKey(k, "meta", "redo"));
+    return false;
+  };
+  return faults;
+}
+
+Deno.test("kv store: a first inventory cut short loads as empty, and nothing of it is left", () =>
+  withStore(async (path) => {
+    const faults = kvFaults();
+    faults.failWhen = () => faults.commits.length >= 3;
+    assert.equal(await writeBatch(path, fleet(3000, 1), 1, faults), false);
+    assert.ok((await keys(path)).length >= 1000, "some commits of the batch did land");
+
+    const s = await openKvStore(path);
+    assert.equal(await s.load(), null);
+    await s.close();
+    assert.deepEqual(await keys(path), []);
+  }));
+
+Deno.test("kv store: a batch over one commit is durable from its redo marker on", () =>
+  withStore(async (path) => {
+    assert.ok(await writeBatch(path, fleet(3000, 1), 1));
+    const faults = failAfterRedoMark();
+    assert.equal(await writeBatch(path, fleet(3000, 2), 2, faults), false);
+    assert.ok(faults.refused > 0, "the apply was cut short");
+
+    const loaded = (await reload(path))!;
+    assert.equal(loaded.rev, 2);
+    assert.deepEqual(loaded.machines.sort(byId), fleet(3000, 2).sort(byId));
+    assert.deepEqual(await keys(path, ["redo"]), [], "staged parts are removed");
+    assert.equal(await has(path, ["meta", "redo"]), false, "the marker is removed");
+  }));
+
+Deno.test("kv store: a write before load() still finishes a marked batch first", () =>
+  withStore(async (path) => {
+    assert.ok(await writeBatch(path, fleet(3000, 1), 1));
+    assert.equal(await writeBatch(path, fleet(3000, 2), 2, failAfterRedoMark()), false);
+
+    const s = await openKvStore(path);
+    s.putMachine(machine("m/0", { shardMetadata: [["gen", "3"]] }));
+    s.putRevision(3);
+    await s.durable();
+    await s.close();
+
+    const loaded = (await reload(path))!;
+    assert.equal(loaded.rev, 3);
+    const want = fleet(3000, 2);
+    want[0] = machine("m/0", { shardMetadata: [["gen", "3"]] });
+    assert.deepEqual(loaded.machines.sort(byId), want.sort(byId));
+  }));
+
+Deno.test("kv store: a batch cut short before its redo marker leaves the previous state", () =>
+  withStore(async (path) => {
+    assert.ok(await writeBatch(path, fleet(3000, 1), 1));
+    const faults = kvFaults();
+    faults.failWhen = (c) => c.sets.some((k) => isKey(k, "meta", "redo"));
+    assert.equal(await writeBatch(path, fleet(3000, 2), 2, faults), false);
+    assert.ok(faults.commits.length > 0, "some staged parts did land");
+
+    const loaded = (await reload(path))!;
+    assert.equal(loaded.rev, 1);
+    assert.deepEqual(loaded.machines.sort(byId), fleet(3000, 1).sort(byId));
+    assert.deepEqual(await keys(path, ["redo"]), []);
+  }));
+
+Deno.test("kv store: a retry that fits one commit replaces a failed attempt's redo marker", () =>
+  withStore(async (path) => {
+    const big = (id: string) => machine(id, { lastError: "x".repeat(55_000) });
+    const small = (id: string) => machine(id, { lastError: "small" });
+    const ids = Array.from({ length: 12 }, (_, i) => `m/${i}`);
+    assert.ok(await writeBatch(path, ids.map(small), 1));
+
+    const faults = failAfterRedoMark();
+    const s = await openKvStore(path, { wrapKv: faults.wrap });
+    await s.load();
+    for (const id of ids) s.putMachine(big(id)); // 660 KB: over one commit by size
+    s.putRevision(2);
+    await assert.rejects(s.durable(), new RegExp(FULL_DISK));
+    // Before the retry: the same machines again, now small enough for one commit.
+    for (const id of ids) s.putMachine(small(id));
+    s.putRevision(3);
+    faults.failWhen = undefined;
+    faults.failing = false;
+    await s.durable();
+    await s.close();
+
+    const loaded = (await reload(path))!;
+    assert.equal(loaded.rev, 3);
+    assert.deepEqual(loaded.machines.sort(byId), ids.map(small).sort(byId));
+  }));
+
+Deno.test("kv store: a failing disk is reported, the change kept and committed on recovery", () =>
+  withStore(async (path) => {
+    const faults = kvFaults();
+    const s = await openKvStore(path, { wrapKv: faults.wrap });
+    await s.load();
+    s.putMachine(machine("a"));
+    await s.durable();
+    assert.equal(s.failure, null);
+
+    faults.failing = true;
+    s.putMachine(machine("b"));
+    await assert.rejects(s.durable(), new RegExp(FULL_DISK));
+    assert.equal(s.failure, FULL_DISK);
+    assert.ok(s.committed! < s.handed!, "b is not committed");
+
+    faults.failing = false;
+    const deadline = Date.now() + 10_000;
+    while (s.failure !== null && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    assert.equal(s.failure, null, "the store recovers when commits succeed again");
+    assert.equal(s.committed, s.handed);
+    await s.close();
+
+    const r = await openKvStore(path);
+    assert.deepEqual((await r.load())!.machines.map((m) => m.id).sort(), ["a", "b"]);
+    await r.close();
+  }));
+
+Deno.test("kv store: close gives up on a failing disk instead of retrying forever", () =>
+  withStore(async (path) => {
+    const faults = kvFaults();
+    const s = await openKvStore(path, { wrapKv: faults.wrap });
+    await s.load();
+    faults.failing = true;
+    s.putMachine(machine("lost"));
+    await s.close();
+    // Released: the state opens again, without the change.
+    const r = await openKvStore(path);
+    assert.equal(await r.load(), null);
+    await r.close();
+  }));
+
+Deno.test("kv store: a store written before the format marker existed still loads", () =>
+  withStore(async (path) => {
+    const kv = await Deno.openKv(path);
+    await kv.set(["m", "old"], { j: encodeRecord(machine("old")) });
+    await kv.set(["meta", "rev"], 42);
+    kv.close();
+    const loaded = (await reload(path))!;
+    assert.equal(loaded.rev, 42);
+    assert.deepEqual(loaded.machines, [machine("old")]);
+    assert.ok(await has(path, ["meta", "format"]), "the marker is added");
+  }));
+
+function byId(a: MachineRecord, b: MachineRecord): number {
+  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+}
