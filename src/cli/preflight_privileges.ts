@@ -93,7 +93,8 @@ export async function sdnNeeds(
 
 async function zoneOf(bridge: string, localPaths: string[], perms: Permissions): Promise<string> {
   for (const p of localPaths) if ((await perms.at(p)).has("SDN.Use")) return "localnetwork";
-  const re = new RegExp(`^/sdn/zones/([^/]+)/${bridge.replace(/[.\\]/g, "\\$&")}(?:/\\d+)?$`);
+  const name = bridge.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  const re = new RegExp(`^/sdn/zones/([^/]+)/${name}(?:/\\d+)?$`);
   for (const [path, privs] of Object.entries(await perms.tree())) {
     const m = re.exec(path);
     if (m && m[1] !== "localnetwork" && toGranted(privs).has("SDN.Use")) return m[1];

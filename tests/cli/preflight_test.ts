@@ -546,6 +546,28 @@ Deno.test({
 
 Deno.test({
   name:
+    "preflight: --template-name finds each node's template; several of that name on a node FAIL",
+  ...opts,
+  async fn() {
+    const templates = [
+      { vmid: 9000, node: "pve1", name: "k8s" },
+      { vmid: 9001, node: "pve2", name: "k8s" },
+      { vmid: 9002, node: "pve2", name: "k8s" },
+    ];
+    await withRig({ templates }, async (r) => {
+      const { r: res, report } = await r.json(["--template-name=k8s"]);
+      assert.equal(res.code, 1);
+      assert.match(one(report, "template", "pve.large/pve1").message, /^VM 9000 on pve1: /);
+      const c = one(report, "template", "pve.large/pve2");
+      assert.equal(c.status, "FAIL");
+      assert.equal(c.message, 'several templates named "k8s" on node pve2 (VMs 9001, 9002)');
+      assert.match(c.fix!, /^keep one template of that name per node/);
+    });
+  },
+});
+
+Deno.test({
+  name:
     "preflight: node-local templates per zone pass, with each node's local storage checked for room",
   ...opts,
   async fn() {
@@ -602,6 +624,12 @@ Deno.test({
         line,
         /^FAIL {2}storage {5}ceph-vm: too small: 4 clones \(pve\.small\/pve1: 2, pve\.small\/pve2: 2\) need 80 GiB of disks, only 60 GiB free\. Fix: free space on ceph-vm, lower the offerings' counts there/,
       );
+      // A storage that is offline holds nothing.
+      r.sim.faults.offlineStorages = ["ceph-vm"];
+      const { report } = await r.json();
+      const off = one(report, "storage", "ceph-vm");
+      assert.equal(off.status, "FAIL");
+      assert.match(off.message, /^not active on pve1, where 32 clones would go/);
     });
   },
 });
