@@ -254,7 +254,12 @@ class Checks {
       if (this.signal.aborted) {
         return [failed(check, subject, "did not finish in time", "raise --timeout")];
       }
-      return [failed(check, subject, `could not check: ${errText(err)}`, "see the error")];
+      return [failed(
+        check,
+        subject,
+        `could not check: ${errText(err)}`,
+        "fix what the error names and run preflight again",
+      )];
     }
   }
 
