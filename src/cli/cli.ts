@@ -7,6 +7,7 @@ import { nearest } from "../config/flags.ts";
 import { type Command, type Context, EXIT_OK, EXIT_USAGE, fail, write } from "./command.ts";
 import { helpText } from "./help.ts";
 import { machines } from "./machines.ts";
+import { preflight } from "./preflight.ts";
 import { serve } from "./serve.ts";
 import { version } from "./version_cmd.ts";
 
@@ -16,7 +17,7 @@ const helpCommand: Command = {
   usage: "help [command [subcommand]]",
 };
 
-export const COMMANDS: readonly Command[] = [serve, machines, version, helpCommand];
+export const COMMANDS: readonly Command[] = [serve, preflight, machines, version, helpCommand];
 
 /** The top level: serving's flags plus the command list. */
 const ROOT: Command = { ...serve, subcommands: COMMANDS };

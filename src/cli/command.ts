@@ -1,6 +1,8 @@
 // One subcommand of the binary, and the exit codes every command shares
 // (docs/cli.md#exit-codes): scripts branch on them, so they never change.
 
+import { parseTimerDuration } from "../config/duration.ts";
+import { quote } from "../config/errors.ts";
 import { type FlagTable, parseArgv, type Parsed, type ParseOptions } from "../config/flags.ts";
 import { ConfigError } from "../config/types.ts";
 
@@ -71,4 +73,11 @@ const encoder = new TextEncoder();
 export function write(text: string): void {
   const bytes = encoder.encode(text);
   for (let off = 0; off < bytes.length;) off += Deno.stdout.writeSync(bytes.subarray(off));
+}
+
+/** A Go duration above 0 (timeouts, intervals); throws Error for forFlag to name the flag. */
+export function positiveDuration(text: string): number {
+  const ms = parseTimerDuration(text);
+  if (ms <= 0) throw new Error(`must be more than 0, got ${quote(text)}`);
+  return ms;
 }

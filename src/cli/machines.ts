@@ -4,7 +4,6 @@
 // an unknown id (docs/cli.md#exit-codes).
 
 import { flagError, forFlag, oneLine, quote } from "../config/errors.ts";
-import { parseTimerDuration } from "../config/duration.ts";
 import { nearest, type Parsed } from "../config/flags.ts";
 import { ConfigError } from "../config/types.ts";
 import { checkTarget, ProviderReader, RpcFailure } from "./client.ts";
@@ -17,6 +16,7 @@ import {
   EXIT_USAGE,
   fail,
   parseCommandArgs,
+  positiveDuration,
   write,
 } from "./command.ts";
 import { clientChannel } from "./credentials.ts";
@@ -167,12 +167,6 @@ async function connect(v: ConnectionValues): Promise<ProviderReader> {
     serverName: v["tls-server-name"],
   });
   return new ProviderReader(v.target, channel, timeoutMs);
-}
-
-function positiveDuration(text: string): number {
-  const ms = parseTimerDuration(text);
-  if (ms <= 0) throw new Error(`must be more than 0, got ${quote(text)}`);
-  return ms;
 }
 
 function commaList(text: string): string[] {

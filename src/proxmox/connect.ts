@@ -43,6 +43,18 @@ export async function connectApi(px: ProxmoxConfig, timing: Timing): Promise<Api
     });
   }
 
+  return apiClientFor(px, timing);
+}
+
+/**
+ * An API client for `px` without the up-front probe (every connection is
+ * still verified): for callers that probe on their own, like preflight.
+ */
+export function apiClientFor(
+  px: ProxmoxConfig,
+  timing: Pick<Timing, "requestTimeoutMs" | "readAttempts" | "retryBaseMs">,
+): ApiClient {
+  const fingerprint = px.fingerprint === null ? null : normalizeFingerprint(px.fingerprint);
   return createApiClient({
     baseUrl: px.apiUrl,
     tokenId: px.tokenId,

@@ -4,7 +4,7 @@
 // ISOs, the cloud-init drive) is on shared storage (docs/proxmox-notes.md
 // "Templates and storage"), so the answer depends on the template's
 // config and the cluster's storage.cfg. Used by Create, by the startup check
-// (checkOfferingTemplates) and meant for a preflight command.
+// (checkOfferingTemplates) and by the preflight command (src/cli/preflight_checks.ts).
 
 import { getLogger } from "@logtape/logtape";
 import type { InstanceType, TemplateSource } from "../config/types.ts";
@@ -16,9 +16,15 @@ import { isPermissionError, listResources, readConfig, type VmConfig } from "./v
 
 const log = getLogger(["bigfleet", "proxmox"]);
 
+/** What is wrong with a template, for callers that advise a fix (the preflight command). */
+export type TemplateProblemKind = "missing" | "ambiguous" | "agent" | "unconfigured" | "other";
+
 /** A definite answer that a template is unusable (missing, ambiguous, unreachable zone...). */
 export class TemplateProblem extends BackendError {
   override name = "TemplateProblem";
+  constructor(message: string, readonly kind: TemplateProblemKind = "other") {
+    super(message);
+  }
 }
 
 /** The template found for one zone: where it lives and its config (null when unreadable). */
@@ -152,7 +158,7 @@ export async function findTemplate(
     case "per-zone": {
       const vmid = source.vmids.get(zone);
       if (vmid === undefined) {
-        throw new TemplateProblem(`no template is configured for zone ${zone}`);
+        throw new TemplateProblem(`no template is configured for zone ${zone}`, "unconfigured");
       }
       found = await locateVmid(ctx, vmid, zone, signal);
       break;
@@ -164,6 +170,7 @@ export async function findTemplate(
   if (found.config !== null && !agentEnabled(found.config.agent)) {
     throw new TemplateProblem(
       `template VM ${found.vmid} does not enable the QEMU guest agent (config 'agent'); clones could never be bootstrapped`,
+      "agent",
     );
   }
   return found;
@@ -202,7 +209,10 @@ async function locateVmid(
     }
   }
   if (unknown !== null) throw unknown;
-  throw new TemplateProblem(`template VM ${vmid} not found on any node (${nodes.join(", ")})`);
+  throw new TemplateProblem(
+    `template VM ${vmid} not found on any node (${nodes.join(", ")})`,
+    "missing",
+  );
 }
 
 /** The one template named `name` on node `zone` (its own config, no RRD lag). */
@@ -223,15 +233,19 @@ async function templateNamed(
       `no template named ${
         JSON.stringify(name)
       } on node ${zone} (or the token lacks VM.Audit on it)`,
+      "missing",
     );
   }
   if (hits.length > 1) {
     throw new TemplateProblem(
       `several templates named ${JSON.stringify(name)} on node ${zone} (VMs ${hits.join(", ")})`,
+      "ambiguous",
     );
   }
   const config = await readConfig(ctx.api, zone, hits[0], signal);
-  if (config === null) throw new TemplateProblem(`template VM ${hits[0]} vanished from ${zone}`);
+  if (config === null) {
+    throw new TemplateProblem(`template VM ${hits[0]} vanished from ${zone}`, "missing");
+  }
   return { vmid: hits[0], node: zone, config };
 }
 

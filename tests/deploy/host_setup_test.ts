@@ -5,18 +5,9 @@
 import assert from "node:assert/strict";
 import { ROOT } from "./helm_helpers.ts";
 import { rig, signal, slot } from "../proxmox/helpers.ts";
-import type { SimAcl, SimAclEntry } from "../pvesim/mod.ts";
+import { aclOf, ROLES_PVE8, ROLES_PVE9, run, SECRET, SETUP, setupToken } from "./setup_token.ts";
 
-const SETUP = `${ROOT}deploy/host-setup/setup-token.sh`;
 const SCRIPTS = [SETUP, `${ROOT}deploy/install-helm.sh`];
-const SECRET = "11111111-2222-3333-4444-555555555555";
-
-async function run(cmd: string, args: string[], env: Record<string, string> = {}) {
-  const out = await new Deno.Command(cmd, { args, env, stdout: "piped", stderr: "piped" })
-    .output();
-  const dec = new TextDecoder();
-  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
-}
 
 function onPath(cmd: string): boolean {
   try {
@@ -44,52 +35,6 @@ Deno.test({
     }
   },
 });
-
-// Built-in role lists as PVE 8 and PVE 9 print them (abridged to what matters).
-const ROLES_PVE8 =
-  '[{"roleid":"Administrator","special":1,"privs":"SDN.Use,VM.Allocate,VM.Audit,VM.Monitor,VM.Clone"}]';
-const ROLES_PVE9 = '[{"roleid":"Administrator","special":1,"privs":' +
-  '"SDN.Use,VM.Allocate,VM.Audit,VM.GuestAgent.Audit,VM.GuestAgent.FileWrite,VM.GuestAgent.Unrestricted"}]';
-
-interface Cluster {
-  roles: string;
-  users?: string;
-  pools?: string;
-  tokens?: string;
-}
-
-/** Runs setup-token.sh with stub pveum/pvesh; returns its output and the pveum calls. */
-async function setupToken(cluster: Cluster, args: string[] = []) {
-  const dir = await Deno.makeTempDir();
-  try {
-    await Deno.writeTextFile(`${dir}/roles.json`, cluster.roles);
-    await Deno.writeTextFile(`${dir}/users.json`, cluster.users ?? "[]");
-    await Deno.writeTextFile(`${dir}/pools.json`, cluster.pools ?? "[]");
-    await Deno.writeTextFile(`${dir}/tokens.json`, cluster.tokens ?? "[]");
-    const stub = `#!/bin/sh
-echo "$*" >> "${dir}/calls"
-case "$1 $2 $3" in
-"role list "*) cat "${dir}/roles.json" ;;
-"user list "*) cat "${dir}/users.json" ;;
-"pool list "*) cat "${dir}/pools.json" ;;
-"user token list") cat "${dir}/tokens.json" ;;
-"user token add") echo '{"full-tokenid":"x","info":{"privsep":"1"},"value":"${SECRET}"}' ;;
-esac
-`;
-    await Deno.writeTextFile(`${dir}/pveum`, stub);
-    await Deno.writeTextFile(`${dir}/pvesh`, "#!/bin/sh\nexit 0\n");
-    await Deno.chmod(`${dir}/pveum`, 0o755);
-    await Deno.chmod(`${dir}/pvesh`, 0o755);
-    const res = await run("sh", [SETUP, ...args], { PATH: `${dir}:${Deno.env.get("PATH")}` });
-    let calls: string[] = [];
-    try {
-      calls = (await Deno.readTextFile(`${dir}/calls`)).trim().split("\n");
-    } catch { /* no calls */ }
-    return { ...res, calls, mutations: calls.filter((c) => !/ list( |$)/.test(c)) };
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
 
 const TOKEN = "bigfleet@pve!autoscaler";
 function aclPair(path: string, role: string, propagate: 0 | 1): string[] {
@@ -229,26 +174,6 @@ Deno.test("setup-token.sh: --vlan-tags grants exactly those VLANs of each bridge
     ]);
   }
 });
-
-/** The ACLs a run of setup-token.sh wrote, as the simulator's ACL model takes them. */
-function aclOf(mutations: string[]): SimAcl {
-  const roles = new Map<string, string[]>();
-  const entries: SimAclEntry[] = [];
-  for (const c of mutations) {
-    const role = /^role (?:add|modify) (\S+) --privs (\S+)$/.exec(c);
-    if (role) roles.set(role[1], role[2].split(","));
-    const acl = /^acl modify (\S+) --(users|tokens) \S+ --roles (\S+) --propagate ([01])$/.exec(c);
-    if (acl) {
-      entries.push({
-        path: acl[1],
-        privs: roles.get(acl[3]) ?? [],
-        propagate: acl[4] === "1",
-        ugid: acl[2] === "users" ? "user" : "token",
-      });
-    }
-  }
-  return { entries };
-}
 
 for (const [pve, roles] of [["8", ROLES_PVE8], ["9", ROLES_PVE9]] as const) {
   Deno.test(`setup-token.sh (PVE ${pve}): its ACL lets the provider clone a template whose NIC has a VLAN tag`, async () => {

@@ -4,6 +4,7 @@
 import { makeTestPki } from "./certs.ts";
 import { defaultFaults } from "./faults.ts";
 import type { Route, SimCore } from "./router.ts";
+import { accessRoutes } from "./routes/access.ts";
 import { agentRoutes } from "./routes/agent.ts";
 import { cloneRoutes } from "./routes/clone.ts";
 import { clusterRoutes } from "./routes/cluster.ts";
@@ -59,6 +60,7 @@ const ROUTES: Route[] = [
   ...cloneRoutes,
   ...agentRoutes,
   ...storageRoutes,
+  ...accessRoutes,
 ];
 
 export async function startSimulator(opts: SimOptions = {}): Promise<Simulator> {

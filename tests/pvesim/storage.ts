@@ -38,7 +38,12 @@ export interface StorageRecord {
   content: string;
   /** Node restriction; undefined = every node. */
   nodes?: string[];
+  totalBytes: number;
+  usedBytes: number;
 }
+
+const TIB = 1024 ** 4;
+const GIB = 1024 ** 3;
 
 /** The storages of a default single-cluster lab: local dir, local-lvm, one Ceph pool. */
 export const DEFAULT_STORAGES: SimStorage[] = [
@@ -54,6 +59,8 @@ export function storageRecord(s: SimStorage): StorageRecord {
     shared: ALWAYS_SHARED.has(s.type) || s.shared === true,
     content: s.content ?? DEFAULT_CONTENT[s.type] ?? "images",
     nodes: s.nodes ? [...s.nodes] : undefined,
+    totalBytes: s.totalBytes ?? TIB,
+    usedBytes: s.usedBytes ?? 50 * GIB,
   };
 }
 

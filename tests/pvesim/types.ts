@@ -44,6 +44,10 @@ export interface SimStorage {
   content?: string;
   /** storage.cfg `nodes`: where it exists. Default: every node. */
   nodes?: string[];
+  /** Size in bytes (on each node, for a local storage). Default 1 TiB. */
+  totalBytes?: number;
+  /** Bytes in use (on each node, for a local storage). Default 50 GiB. */
+  usedBytes?: number;
 }
 
 export interface SimLxc {

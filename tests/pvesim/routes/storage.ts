@@ -1,8 +1,11 @@
-// GET /storage (storage.cfg as the token may see it) and the storage
-// entries of /cluster/resources.
+// GET /storage (storage.cfg as the token may see it), a storage's status on
+// a node, and the storage entries of /cluster/resources.
 
+import { fail, forbidden } from "../errors.ts";
+import { NODE } from "../params.ts";
 import type { Route, SimCore } from "../router.ts";
 import { availableOn, type StorageRecord } from "../storage.ts";
+import { checkNode } from "./nodes.ts";
 
 /** Storages the caller has Datastore.Audit or Datastore.AllocateSpace on; the rest are left out, never 403. */
 export function visibleStorages(core: SimCore): StorageRecord[] {
@@ -33,7 +36,7 @@ export function storageEntries(core: SimCore): Record<string, unknown>[] {
         plugintype: s.type,
         content: s.content,
         shared: s.shared ? 1 : 0,
-        ...(down ? {} : { maxdisk: 1099511627776, disk: 53687091200 }),
+        ...(down ? {} : { maxdisk: s.totalBytes, disk: s.usedBytes }),
       });
     }
     for (const id of offlineStorages) {
@@ -73,5 +76,35 @@ export const storageRoutes: Route[] = [
           if (s.nodes) e.nodes = s.nodes.join(",");
           return e;
         }),
+  },
+  {
+    // pve-storage's status of one storage on one node (needs Datastore.Audit or
+    // Datastore.AllocateSpace on /storage/<id>: a hidden storage is a 403 here).
+    method: "GET",
+    pattern: "/nodes/{node}/storage/{storage}/status",
+    schema: { node: NODE, storage: { type: "string" } },
+    perm: (p) => [`/storage/${p.storage}`, "Datastore.Audit|Datastore.AllocateSpace"],
+    handler: ({ core, params }) => {
+      const node = params.node as string;
+      const id = params.storage as string;
+      checkNode(core, node);
+      const s = core.state.storages.get(id);
+      if (s === undefined) throw fail(`storage '${id}' does not exist`);
+      if (core.faults.hiddenStorages.includes(id)) {
+        throw forbidden(`/storage/${id}`, "Datastore.Audit|Datastore.AllocateSpace");
+      }
+      if (!availableOn(s, node)) throw fail(`storage '${id}' is not available on node '${node}'`);
+      const active = !core.faults.offlineStorages.includes(id);
+      return {
+        type: s.type,
+        content: s.content,
+        shared: s.shared ? 1 : 0,
+        enabled: 1,
+        active: active ? 1 : 0,
+        ...(active
+          ? { total: s.totalBytes, used: s.usedBytes, avail: s.totalBytes - s.usedBytes }
+          : {}),
+      };
+    },
   },
 ];

@@ -1,0 +1,182 @@
+// The privileges part of preflight: every privilege the provider will use, on
+// every path it will use it (src/proxmox/privileges.ts), held against the
+// token's effective permissions as Proxmox itself computes them
+// (GET /access/permissions: `{ "<path>": { "<priv>": 1|0 } }`, the flag
+// saying whether the grant propagates; a privilege-separated token already
+// shows only what both it and its user hold).
+
+import {
+  agentPrivileges,
+  nicSdnPaths,
+  nicsOf,
+  type PathNeed,
+  sdnNeed,
+} from "../proxmox/privileges.ts";
+import type { ApiClient } from "../proxmox/http.ts";
+import type { VmConfig } from "../proxmox/vm.ts";
+import { type CheckResult, failed, pass, warn } from "./preflight_result.ts";
+
+const CHECK = "privileges";
+const DOCS = "docs/credentials.md#privileges-and-why-each-is-needed";
+
+/** Privilege → propagate flag (1 or 0). */
+type Granted = Map<string, number>;
+
+/** The token's effective permissions, read once per path. */
+export class Permissions {
+  readonly #api: ApiClient;
+  readonly #signal: AbortSignal;
+  readonly #paths = new Map<string, Promise<Granted>>();
+  #tree: Promise<Record<string, unknown>> | null = null;
+
+  constructor(api: ApiClient, signal: AbortSignal) {
+    this.#api = api;
+    this.#signal = signal;
+  }
+
+  at(path: string): Promise<Granted> {
+    let p = this.#paths.get(path);
+    if (p === undefined) {
+      p = this.#api.get<Record<string, unknown>>("/access/permissions", { path }, this.#signal)
+        .then((data) => toGranted(data?.[path] ?? Object.values(data ?? {})[0]));
+      p.catch(() => this.#paths.delete(path));
+      this.#paths.set(path, p);
+    }
+    return p;
+  }
+
+  /** Every path the token holds anything on (ACL paths, pool members, the top levels). */
+  tree(): Promise<Record<string, unknown>> {
+    return this.#tree ??= this.#api.get<Record<string, unknown>>(
+      "/access/permissions",
+      undefined,
+      this.#signal,
+    ).then((d) => d ?? {});
+  }
+}
+
+function toGranted(value: unknown): Granted {
+  const out: Granted = new Map();
+  if (value === null || typeof value !== "object") return out;
+  for (const [priv, flag] of Object.entries(value)) out.set(priv, Number(flag) ? 1 : 0);
+  return out;
+}
+
+/**
+ * The SDN.Use needs of the templates' NICs (PVE 8+). A bridge is looked up
+ * in the zone `localnetwork` (plain Linux bridges); when the token holds
+ * nothing there but holds SDN.Use under another zone for that name, it is an
+ * SDN vnet of that zone.
+ */
+export async function sdnNeeds(
+  configs: readonly VmConfig[],
+  perms: Permissions,
+): Promise<PathNeed[]> {
+  const zones = new Map<string, string>();
+  const out: PathNeed[] = [];
+  for (const config of configs) {
+    for (const net of nicsOf(config)) {
+      const local = nicSdnPaths(net);
+      if (local === null) continue;
+      let zone = zones.get(local.bridge);
+      if (zone === undefined) {
+        zone = await zoneOf(local.bridge, local.paths, perms);
+        zones.set(local.bridge, zone);
+      }
+      const nic = nicSdnPaths(net, zone)!;
+      const tagged = nic.paths.some((p) => p !== `/sdn/zones/${zone}/${nic.bridge}`);
+      for (const path of nic.paths) out.push(sdnNeed(path, nic.bridge, tagged));
+    }
+  }
+  return out;
+}
+
+async function zoneOf(bridge: string, localPaths: string[], perms: Permissions): Promise<string> {
+  for (const p of localPaths) if ((await perms.at(p)).has("SDN.Use")) return "localnetwork";
+  const name = bridge.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  const re = new RegExp(`^/sdn/zones/([^/]+)/${name}(?:/\\d+)?$`);
+  for (const [path, privs] of Object.entries(await perms.tree())) {
+    const m = re.exec(path);
+    if (m && m[1] !== "localnetwork" && toGranted(privs).has("SDN.Use")) return m[1];
+  }
+  return "localnetwork";
+}
+
+/** One need per path: privileges merged, propagation if any needs it, optional only if all are. */
+export function mergeNeeds(needs: readonly PathNeed[]): PathNeed[] {
+  const byPath = new Map<string, PathNeed>();
+  for (const n of needs) {
+    const had = byPath.get(n.path);
+    if (had === undefined) {
+      byPath.set(n.path, { ...n, privileges: [...n.privileges] });
+      continue;
+    }
+    // The required need's wording leads.
+    const base = had.optional && !n.optional ? n : had;
+    byPath.set(n.path, {
+      ...base,
+      privileges: [...new Set([...had.privileges, ...n.privileges])].sort(),
+      propagated: had.propagated || n.propagated,
+      optional: had.optional && n.optional,
+      purpose: had.purpose === n.purpose ? had.purpose : `${had.purpose}; ${n.purpose}`,
+      setupOption: had.setupOption === n.setupOption
+        ? had.setupOption
+        : `${had.setupOption}, ${n.setupOption}`,
+    });
+  }
+  return [...byPath.values()];
+}
+
+/** One line per path: PASS, or what is missing (FAIL; WARN for optional rights) with the grant. */
+export async function checkPrivileges(
+  needs: readonly PathNeed[],
+  perms: Permissions,
+  tokenId: string,
+  pveMajor: number,
+): Promise<CheckResult[]> {
+  const out: CheckResult[] = [];
+  const user = tokenId.split("!")[0];
+  const agent = new Set(agentPrivileges(pveMajor));
+  for (const need of mergeNeeds(needs)) {
+    const granted = await perms.at(need.path);
+    const missing = need.privileges.filter((p) => !granted.has(p));
+    const unpropagated = need.propagated ? need.privileges.filter((p) => granted.get(p) === 0) : [];
+    const verdict = need.optional ? warn : failed;
+    const grant = (privs: string[], propagate: boolean) =>
+      `grant ${privs.join(", ")} on ${need.path}${
+        propagate ? " with propagate" : ""
+      } to the token and to its user (a privilege-separated token holds only what both hold): ` +
+      `deploy/host-setup/setup-token.sh ${need.setupOption} does both, or pveum acl modify ` +
+      `${need.path} --roles <role> --tokens '${tokenId}'${
+        propagate ? " --propagate 1" : ""
+      } and the same with --users ${user} (${DOCS})`;
+    if (missing.length > 0) {
+      const renamed = missing.some((p) => agent.has(p))
+        ? "; after an upgrade between PVE 8 and 9, re-run setup-token.sh (PVE 9 renamed VM.Monitor to VM.GuestAgent.*)"
+        : "";
+      out.push(verdict(
+        CHECK,
+        need.path,
+        `missing ${missing.join(", ")}, needed to ${need.purpose}`,
+        grant(missing, need.propagated) + renamed,
+      ));
+    } else if (unpropagated.length > 0) {
+      out.push(verdict(
+        CHECK,
+        need.path,
+        `${unpropagated.join(", ")} granted on ${need.path} itself but not propagated below it, ` +
+          `needed to ${need.purpose}`,
+        grant(unpropagated, true),
+      ));
+    } else {
+      out.push(pass(
+        CHECK,
+        need.path,
+        `${need.privileges.join(", ")}${
+          need.propagated ? " (propagated)" : ""
+        }: to ${need.purpose}`,
+      ));
+    }
+  }
+  return out;
+}
