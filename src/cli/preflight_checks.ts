@@ -25,7 +25,7 @@ import {
   type TemplateRef,
   templateVolumes,
 } from "../proxmox/templates.ts";
-import { normalizeFingerprint, probeTrust } from "../proxmox/tls.ts";
+import { probeTrust } from "../proxmox/tls.ts";
 import { isPermissionError, type VmConfig } from "../proxmox/vm.ts";
 import { checkPrivileges, Permissions, sdnNeeds } from "./preflight_privileges.ts";
 import { type CheckResult, failed, gib, pass, plural, skipped, warn } from "./preflight_result.ts";
@@ -91,10 +91,9 @@ async function connect(
   signal: AbortSignal,
 ): Promise<Connection> {
   const url = new URL(px.apiUrl);
-  const fingerprint = px.fingerprint === null ? null : normalizeFingerprint(px.fingerprint);
   const trustedBy = [
     px.caPem !== null ? "--proxmox-ca-file" : "",
-    fingerprint !== null ? "the pinned --proxmox-tls-fingerprint" : "",
+    px.fingerprint !== null ? "the pinned --proxmox-tls-fingerprint" : "",
   ].filter((x) => x !== "").join(" and ");
   const stop = (first: CheckResult[], why: string): Connection => ({
     results: [...first, ...notRun(LATER_CHECKS, why)],
@@ -103,7 +102,7 @@ async function connect(
   });
   try {
     const probe = AbortSignal.any([signal, AbortSignal.timeout(timing.probeTimeoutMs)]);
-    await probeTrust(url, { caPem: px.caPem, fingerprint }, probe);
+    await probeTrust(url, { caPem: px.caPem, fingerprint: px.fingerprint }, probe);
   } catch (err) {
     const token = skipped("token", px.tokenId, "not checked: nothing was sent to the API", null);
     if (err instanceof TlsTrustError) {

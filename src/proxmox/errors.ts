@@ -13,8 +13,6 @@ export class ProxmoxApiError extends BackendError {
     readonly status: number,
     /** The server's own text (JSON `message` or reason phrase); "" on legacy servers over fetch. */
     readonly serverText: string,
-    /** Per-parameter errors of a 400. */
-    readonly paramErrors: Record<string, string>,
     message: string,
   ) {
     super(message);
@@ -86,10 +84,6 @@ export function serverTextOf(err: unknown): string {
   if (err instanceof ProxmoxApiError) return err.serverText;
   if (err instanceof TaskFailedError) return err.exitstatus;
   return "";
-}
-
-export function isAbort(err: unknown, signal: AbortSignal): boolean {
-  return signal.aborted || (err instanceof DOMException && err.name === "AbortError");
 }
 
 /**

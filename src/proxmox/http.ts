@@ -38,7 +38,7 @@ export interface ApiClient {
 }
 
 export interface ApiClientOptions {
-  /** e.g. https://host:8006/api2/json */
+  /** e.g. https://host:8006/api2/json, without a trailing slash (src/config/proxmox.ts). */
   baseUrl: string;
   tokenId: string;
   tokenSecret: string;
@@ -103,11 +103,10 @@ export function errorFromResponse(method: string, path: string, res: RawResponse
   if (detail !== "" && !what.includes(detail)) what += ` (${detail})`;
   const kind = isStorageProblem(serverText) ? " (storage problem)" : "";
   const msg = `proxmox ${method} ${path}: ${res.status}${kind} ${what}`;
-  return new ProxmoxApiError(method, path, res.status, serverText, errors, msg);
+  return new ProxmoxApiError(method, path, res.status, serverText, msg);
 }
 
 export function createApiClient(opts: ApiClientOptions): ApiClient {
-  const base = opts.baseUrl.replace(/\/+$/, "");
   const auth = `PVEAPIToken=${opts.tokenId}=${opts.tokenSecret}`;
 
   async function once(
@@ -117,7 +116,7 @@ export function createApiClient(opts: ApiClientOptions): ApiClient {
     body: Params | undefined,
     signal: AbortSignal,
   ): Promise<unknown> {
-    const url = new URL(base + path + toQuery(query));
+    const url = new URL(opts.baseUrl + path + toQuery(query));
     const headers: Record<string, string> = { Authorization: auth, Accept: "application/json" };
     let payload: Uint8Array<ArrayBuffer> | undefined;
     if (body !== undefined) {
@@ -155,7 +154,6 @@ export function createApiClient(opts: ApiClientOptions): ApiClient {
         path,
         res.status,
         "",
-        {},
         `proxmox ${method} ${path}: ${res.status} response without a JSON {"data"} envelope`,
       );
     }

@@ -17,17 +17,8 @@ import { TlsTrustError, TransportError } from "./errors.ts";
 
 export interface TrustMaterial {
   caPem: string | null;
-  /** AB:CD:… upper-case or bare hex. */
+  /** Upper-case `AB:CD:…` SHA-256, as src/config/proxmox.ts normalised it. */
   fingerprint: string | null;
-}
-
-/** Canonical `AB:CD:…` form, or throws when not 32 hex bytes. */
-export function normalizeFingerprint(fp: string): string {
-  const hex = fp.replace(/^sha256\s*[:=]?\s*/i, "").replace(/[:\s-]/g, "").toUpperCase();
-  if (!/^[0-9A-F]{64}$/.test(hex)) {
-    throw new TlsTrustError("TLS fingerprint must be a SHA-256 digest (64 hex digits)");
-  }
-  return hex.match(/../g)!.join(":");
 }
 
 const NODE_TRUST_CODES = /CERT|SIGNATURE|ISSUER|ALTNAME|SELF_SIGNED|VERIFY|EXPIRED/i;
@@ -41,13 +32,17 @@ export function connectVerified(
   trust: TrustMaterial,
   signal: AbortSignal,
 ): Promise<tls.TLSSocket> {
-  const pin = trust.fingerprint === null ? null : normalizeFingerprint(trust.fingerprint);
+  const pin = trust.fingerprint;
   const host = url.hostname.replace(/^\[|\]$/g, "");
   const port = Number(url.port || 443);
   const isIp = /^[0-9.]+$/.test(host) || host.includes(":");
   const where = `${url.hostname}:${port}`;
   return new Promise((resolve, reject) => {
     if (signal.aborted) return reject(signal.reason);
+    // Without either, nothing below would check the peer: there is no unverified mode.
+    if (trust.caPem === null && pin === null) {
+      return reject(new TlsTrustError("no TLS trust material (a CA or a pinned fingerprint)"));
+    }
     const socket = tls.connect({
       host,
       port,

@@ -19,7 +19,6 @@ import {
   toBase64,
 } from "../../src/proxmox/agent.ts";
 import { errorFromResponse } from "../../src/proxmox/http.ts";
-import { normalizeFingerprint } from "../../src/proxmox/tls.ts";
 import { ResponseParser } from "../../src/proxmox/http1.ts";
 import { isTransient, missingVerdict } from "../../src/proxmox/errors.ts";
 
@@ -233,11 +232,4 @@ Deno.test("HTTP/1.1 response framing: length, chunked, EOF; keep-alive only when
   // Bytes after a complete response: the connection is not reusable.
   const extra = parse("HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nxy", 100);
   assert.ok(extra.done && !extra.keepAlive);
-});
-
-Deno.test("fingerprint normalisation", () => {
-  const hex = "ab".repeat(32);
-  assert.equal(normalizeFingerprint(hex), ("AB:".repeat(32)).slice(0, -1));
-  assert.equal(normalizeFingerprint("AB:".repeat(31) + "AB"), ("AB:".repeat(32)).slice(0, -1));
-  assert.throws(() => normalizeFingerprint("abc"));
 });
