@@ -5,10 +5,14 @@
 
 import type { Config, InstanceType, ProxmoxConfig } from "../config/types.ts";
 import { apiClientFor } from "../proxmox/connect.ts";
-import { DEFAULT_TIMING, type ProxmoxContext, type Timing } from "../proxmox/context.ts";
+import {
+  DEFAULT_TIMING,
+  newContext,
+  type ProxmoxContext,
+  type Timing,
+} from "../proxmox/context.ts";
 import { ProxmoxApiError, TlsTrustError } from "../proxmox/errors.ts";
 import type { ApiClient } from "../proxmox/http.ts";
-import { NodeOutages } from "../proxmox/nodes.ts";
 import {
   auditAllNeed,
   type PathNeed,
@@ -208,15 +212,7 @@ class Checks {
     readonly signal: AbortSignal,
     version: string,
   ) {
-    this.#ctx = {
-      api,
-      nodes: [...px.nodes],
-      timing,
-      vmTiming: { task: timing.task, settleMs: timing.settleMs, actionAttempts: 1 },
-      cloning: new Map(),
-      known: new Map(),
-      outages: new NodeOutages(),
-    };
+    this.#ctx = newContext(api, px.nodes, timing);
     this.#perms = new Permissions(api, signal);
     const major = Number(version.split(".")[0]);
     this.#major = Number.isInteger(major) && major > 0 ? major : 8;

@@ -15,6 +15,7 @@ import { BackendError } from "../kit/backend.ts";
 import { isTransient, ProxmoxApiError, serverTextOf } from "./errors.ts";
 import type { ApiClient } from "./http.ts";
 import type { PollTiming } from "./tasks.ts";
+import { vmPath } from "./vm.ts";
 import { sleep } from "../kit/deadline.ts";
 
 export interface ExecResult {
@@ -37,10 +38,6 @@ const MAX_CONTENT = 61440;
 
 const AGENT_RETRY_RE =
   /QEMU guest agent is not running|got timeout|VM \d+ is not running|guest-ping/i;
-
-function vmPath(node: string, vmid: number): string {
-  return `/nodes/${node}/qemu/${vmid}`;
-}
 
 /** Whether a config `agent` value ("1", 1, "enabled=1,fstrim…", "0") enables the agent. */
 export function agentEnabled(value: unknown): boolean {

@@ -11,14 +11,13 @@ import {
   type ApiOp,
   DEFAULT_TIMING,
   type Located,
-  type ProxmoxContext,
+  newContext,
   type ProxmoxDeps,
   type Timing,
 } from "./context.ts";
 import { describeManaged } from "./describe.ts";
 import { deleteVm, drainNode, ensureRunning, runBootstrap } from "./lifecycle.ts";
 import { hostRefOf, parseHostRef } from "./naming.ts";
-import { NodeOutages } from "./nodes.ts";
 import { locateOwned } from "./ownership.ts";
 import { checkOfferingTemplates } from "./templates.ts";
 import { secondsSince } from "./util.ts";
@@ -32,19 +31,7 @@ export async function createProxmoxBackend(
   const px = cfg.proxmox;
   if (px === null) throw new BackendError("proxmox backend selected without proxmox settings");
   const timing: Timing = { ...DEFAULT_TIMING, ...deps.timing };
-  const ctx: ProxmoxContext = {
-    api: await connectApi(px, timing),
-    nodes: [...px.nodes],
-    timing,
-    vmTiming: {
-      task: timing.task,
-      settleMs: timing.settleMs,
-      actionAttempts: timing.actionAttempts,
-    },
-    cloning: new Map(),
-    known: new Map(),
-    outages: new NodeOutages(),
-  };
+  const ctx = newContext(await connectApi(px, timing), px.nodes, timing);
   // A zone its template cannot reach is refused now, not once per Create.
   await checkOfferingTemplates(
     ctx,

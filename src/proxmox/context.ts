@@ -2,9 +2,9 @@
 // the timing knobs, and the context object handed to each module.
 
 import type { ApiClient } from "./http.ts";
+import { NodeOutages } from "./nodes.ts";
 import type { PollTiming } from "./tasks.ts";
-import type { NodeOutages } from "./nodes.ts";
-import type { VmConfig, VmTiming } from "./vm.ts";
+import type { VmConfig } from "./vm.ts";
 
 export type ApiOp =
   | "CloneVM"
@@ -20,10 +20,12 @@ export interface Timing {
   exec: PollTiming;
   agentPollMs: number;
   agentTimeoutMs: number;
+  /** Poll interval while waiting for a lock or a state change. */
   settleMs: number;
   requestTimeoutMs: number;
   readAttempts: number;
   retryBaseMs: number;
+  /** Attempts for an action after ambiguous (596-type) failures. */
   actionAttempts: number;
   /** How long to look for a clone whose POST failed ambiguously (596). */
   cloneSettleMs: number;
@@ -52,7 +54,6 @@ export interface ProxmoxContext {
   /** The configured nodes (the backend's zones). */
   nodes: string[];
   timing: Timing;
-  vmTiming: VmTiming;
   /** Clones this process started, vmid → machine id: recognisable before PVE writes the name. */
   cloning: Map<number, string>;
   /** vmid → machine id of every marker read so far: what a VM on a node that is down was. */
@@ -76,3 +77,19 @@ export const DEFAULT_TIMING: Timing = {
   probeTimeoutMs: 15_000,
   startupCheckMs: 30_000,
 };
+
+/** The context of one backend (or preflight) run: nothing cloning, known or down yet. */
+export function newContext(
+  api: ApiClient,
+  nodes: readonly string[],
+  timing: Timing,
+): ProxmoxContext {
+  return {
+    api,
+    nodes: [...nodes],
+    timing,
+    cloning: new Map(),
+    known: new Map(),
+    outages: new NodeOutages(),
+  };
+}

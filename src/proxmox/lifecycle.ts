@@ -40,8 +40,8 @@ export async function ensureRunning(
   vmid: number,
   signal: AbortSignal,
 ): Promise<void> {
-  const { api, timing, vmTiming } = ctx;
-  const config = await waitUnlocked(api, node, vmid, vmTiming, signal);
+  const { api, timing } = ctx;
+  const config = await waitUnlocked(api, node, vmid, timing, signal);
   if (config === null) throw new BackendError(`VM ${vmid} does not exist on node ${node}`);
   if (!agentEnabled(config.agent)) {
     throw new BackendError(`VM ${vmid} does not enable the QEMU guest agent (config 'agent')`);
@@ -50,7 +50,7 @@ export async function ensureRunning(
   if (st === null) throw new BackendError(`VM ${vmid} does not exist on node ${node}`);
   if (st.status !== "running") {
     log.info("starting VM {vmid} on {node}", { vmid, node, status: st.status });
-    await startVm(api, node, vmid, vmTiming, signal);
+    await startVm(api, node, vmid, timing, signal);
   }
   const polls = await waitForAgent(
     api,
@@ -162,7 +162,7 @@ export async function deleteVm(
   machine: HostedMachine,
   signal: AbortSignal,
 ): Promise<void> {
-  const { api, vmTiming } = ctx;
+  const { api, timing } = ctx;
   const ref = requireHostRef(machine);
   const { vmid } = ref;
   let node = ref.node;
@@ -171,7 +171,7 @@ export async function deleteVm(
   // Decide "gone" by reading the VM itself: the listing hides VMs without VM.Audit.
   let config: VmConfig | null | "unreadable";
   try {
-    config = await waitUnlocked(api, node, vmid, vmTiming, signal);
+    config = await waitUnlocked(api, node, vmid, timing, signal);
   } catch (err) {
     if (!isPermissionError(err)) throw err;
     config = "unreadable";
@@ -198,13 +198,13 @@ export async function deleteVm(
     return;
   }
   const st = await readStatus(api, node, vmid, signal);
-  if (st !== null && st.status !== "stopped") await stopVm(api, node, vmid, vmTiming, signal);
+  if (st !== null && st.status !== "stopped") await stopVm(api, node, vmid, timing, signal);
   // Ours by its marker, so protection (inherited or set since) is ours to clear.
-  if (isProtected(config)) await unprotect(api, node, vmid, vmTiming, signal);
-  await destroyVm(api, node, vmid, vmTiming, signal).catch(async (err) => {
+  if (isProtected(config)) await unprotect(api, node, vmid, timing, signal);
+  await destroyVm(api, node, vmid, timing, signal).catch(async (err) => {
     if (signal.aborted || !(await refusedForProtection(api, node, vmid, err, signal))) throw err;
-    await unprotect(api, node, vmid, vmTiming, signal);
-    await destroyVm(api, node, vmid, vmTiming, signal);
+    await unprotect(api, node, vmid, timing, signal);
+    await destroyVm(api, node, vmid, timing, signal);
   });
   if ((await readConfig(api, node, vmid, signal)) !== null) {
     throw new BackendError(`VM ${vmid} still exists on ${node} after its destroy task`);

@@ -54,7 +54,7 @@ export async function followMove(
 ): Promise<{ node: string; config: VmConfig | null }> {
   const moved = await relocate(ctx, vmid, from, signal);
   if (moved === null) return { node: from, config: null };
-  return { node: moved, config: await waitUnlocked(ctx.api, moved, vmid, ctx.vmTiming, signal) };
+  return { node: moved, config: await waitUnlocked(ctx.api, moved, vmid, ctx.timing, signal) };
 }
 
 export function ownedBy(config: VmConfig, machineId: string): "ours" | "foreign" {
@@ -71,7 +71,7 @@ export async function locateOwned(
 ): Promise<Located> {
   const ref = requireHostRef(machine);
   let node = ref.node;
-  let config = await waitUnlocked(ctx.api, node, ref.vmid, ctx.vmTiming, signal);
+  let config = await waitUnlocked(ctx.api, node, ref.vmid, ctx.timing, signal);
   if (config === null) ({ node, config } = await followMove(ctx, ref.vmid, node, signal));
   if (config === null) {
     throw new BackendError(`VM ${ref.vmid} of machine ${machine.machineId} no longer exists`);

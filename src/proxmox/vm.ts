@@ -13,7 +13,8 @@ import {
   TaskFailedError,
 } from "./errors.ts";
 import type { ApiClient, ReadOptions } from "./http.ts";
-import { type PollTiming, waitTask } from "./tasks.ts";
+import type { Timing } from "./context.ts";
+import { waitTask } from "./tasks.ts";
 import { sleep } from "../kit/deadline.ts";
 
 export type VmConfig = Record<string, unknown>;
@@ -37,16 +38,12 @@ export interface ResourceEntry {
   pool?: string;
 }
 
-export interface VmTiming {
-  task: PollTiming;
-  /** Poll interval while waiting for a lock or a state change. */
-  settleMs: number;
-  /** Attempts for a non-idempotent action after ambiguous (596-type) failures. */
-  actionAttempts: number;
-}
+/** The part of the backend's Timing that VM reads and actions use. */
+export type VmTiming = Pick<Timing, "task" | "settleMs" | "actionAttempts">;
 
 const log = getLogger(["bigfleet", "proxmox"]);
 
+/** The API path of VM `vmid` on `node`; every per-VM call goes below it. */
 export function vmPath(node: string, vmid: number): string {
   return `/nodes/${node}/qemu/${vmid}`;
 }
