@@ -14,9 +14,8 @@
 import { BackendError } from "../kit/backend.ts";
 import { isTransient, ProxmoxApiError, serverTextOf } from "./errors.ts";
 import type { ApiClient } from "./http.ts";
-import type { PollTiming } from "./tasks.ts";
+import { type Backoff, pollUntil, pollWithin } from "../kit/deadline.ts";
 import { vmPath } from "./vm.ts";
-import { sleep } from "../kit/deadline.ts";
 
 export interface ExecResult {
   /** null when the process was killed by a signal (no exit code). */
@@ -62,14 +61,11 @@ export async function waitForAgent(
   timing: AgentWaitTiming,
   signal: AbortSignal,
 ): Promise<number> {
-  const deadline = Date.now() + timing.timeoutMs;
-  let attempts = 0;
   let last = "";
-  for (;;) {
-    attempts++;
+  const polls = await pollWithin(signal, timing.pollMs, timing.timeoutMs, async (call) => {
     try {
       await api.post(`${vmPath(node, vmid)}/agent/ping`, undefined, signal);
-      return attempts;
+      return call + 1;
     } catch (err) {
       if (signal.aborted) throw signal.reason;
       const text = serverTextOf(err);
@@ -78,16 +74,17 @@ export async function waitForAgent(
       const legacyBare500 = err instanceof ProxmoxApiError && err.status === 500 && text === "";
       if (!(AGENT_RETRY_RE.test(text) || isTransient(err) || legacyBare500)) throw err;
       last = (err as Error).message;
+      return undefined;
     }
-    if (Date.now() >= deadline) {
-      throw new BackendError(
-        `guest agent of VM ${vmid} did not answer within ${
-          timing.timeoutMs / 1000
-        }s (last error: ${last})`,
-      );
-    }
-    await sleep(timing.pollMs, signal);
+  });
+  if (polls === undefined) {
+    throw new BackendError(
+      `guest agent of VM ${vmid} did not answer within ${
+        timing.timeoutMs / 1000
+      }s (last error: ${last})`,
+    );
   }
+  return polls;
 }
 
 /** Base64 of bytes without a call-stack-sized intermediate. */
@@ -108,6 +105,10 @@ export function chunkSizeFor(file: string): number {
   return size;
 }
 
+/** Calls per file-write on transient failures, and the waits between them. */
+const WRITE_ATTEMPTS = 3;
+const WRITE_RETRY: Backoff = { initialMs: 250, maxMs: 1000, factor: 2 };
+
 async function writeOne(
   api: ApiClient,
   node: string,
@@ -115,19 +116,18 @@ async function writeOne(
   file: string,
   bytes: Uint8Array,
   signal: AbortSignal,
-  attempts: number,
 ): Promise<void> {
   const body = { file, content: toBase64(bytes), encode: 0 };
-  for (let attempt = 1;; attempt++) {
+  await pollUntil(signal, WRITE_RETRY, async (call) => {
     try {
       await api.post(`${vmPath(node, vmid)}/agent/file-write`, body, signal);
-      return;
+      return true;
     } catch (err) {
       // file-write truncates and rewrites the whole file: repeating it is safe.
-      if (!isTransient(err) || attempt >= attempts || signal.aborted) throw err;
-      await sleep(250 * attempt, signal);
+      if (!isTransient(err) || call + 1 >= WRITE_ATTEMPTS || signal.aborted) throw err;
+      return undefined;
     }
-  }
+  });
 }
 
 /** POSIX single-quoting: the paths are data, never shell syntax. */
@@ -153,19 +153,19 @@ export async function writeGuestFile(
   vmid: number,
   file: string,
   data: Uint8Array,
-  execTiming: PollTiming,
+  execTiming: Backoff,
   signal: AbortSignal,
 ): Promise<{ parts: number }> {
   const partName = (i: number) => `${file}.part${i}`;
   const size = chunkSizeFor(partName(999999));
   if (data.length <= size) {
-    await writeOne(api, node, vmid, file, data, signal, 3);
+    await writeOne(api, node, vmid, file, data, signal);
     return { parts: 1 };
   }
   const parts: string[] = [];
   for (let off = 0, i = 0; off < data.length; off += size, i++) {
     parts.push(partName(i));
-    await writeOne(api, node, vmid, partName(i), data.subarray(off, off + size), signal, 3);
+    await writeOne(api, node, vmid, partName(i), data.subarray(off, off + size), signal);
   }
   const res = await runCommand(
     api,
@@ -237,7 +237,7 @@ export async function runCommand(
   node: string,
   vmid: number,
   argv: string[],
-  timing: PollTiming,
+  timing: Backoff,
   signal: AbortSignal,
 ): Promise<ExecResult> {
   const started = await api.post<{ pid?: unknown }>(
@@ -247,16 +247,13 @@ export async function runCommand(
   );
   const pid = Number(started?.pid);
   if (!Number.isInteger(pid)) throw new BackendError(`agent exec in VM ${vmid} returned no pid`);
-  let interval = timing.initialMs;
-  for (;;) {
-    await sleep(interval, signal);
-    interval = Math.min(timing.maxMs, Math.round(interval * 1.5));
+  return await pollUntil(signal, timing, async () => {
     const st = await api.get<Record<string, unknown>>(
       `${vmPath(node, vmid)}/agent/exec-status`,
       { pid },
       signal,
     );
-    if (!st || !(st.exited === 1 || st.exited === true || st.exited === "1")) continue;
+    if (!st || !(st.exited === 1 || st.exited === true || st.exited === "1")) return undefined;
     const num = (v: unknown) =>
       v === undefined || v === null || v === "" || !Number.isFinite(Number(v)) ? null : Number(v);
     return {
@@ -265,5 +262,5 @@ export async function runCommand(
       stdout: decodeGuestOutput(st["out-data"]),
       stderr: decodeGuestOutput(st["err-data"]),
     };
-  }
+  }, { waitFirst: true });
 }

@@ -32,7 +32,7 @@ import { isNodeUnreachable, offlineNodes } from "./nodes.ts";
 import { relocate } from "./ownership.ts";
 import { waitTask } from "./tasks.ts";
 import { findTemplate, type TemplateRef } from "./templates.ts";
-import { sleep } from "../kit/deadline.ts";
+import { pollUntil, pollWithin } from "../kit/deadline.ts";
 import { createMutex, mapLimit } from "./util.ts";
 import {
   blockingLock,
@@ -100,12 +100,13 @@ export function createCloner(
     if (type === undefined) {
       throw new BackendError(`instance type ${slot.instanceType} is not in the catalog`);
     }
-    let delayMs = timing.settleMs;
-    for (let polls = 0;; polls++) {
+    // Backups take minutes: back off so many waiting Creates stay cheap.
+    const backoff = { initialMs: timing.settleMs, maxMs: timing.settleMs * 10, factor: 2 };
+    return await pollUntil(signal, backoff, async (call) => {
       const tmpl = await findTemplate(ctx, type.template, slot.zone, signal);
       const lock = tmpl.config?.lock;
       if (typeof lock !== "string" || lock === "") return tmpl;
-      if (polls === 0) {
+      if (call === 0) {
         log.info("template {vmid} on {node} is locked ({lock}); waiting", {
           vmid: tmpl.vmid,
           node: tmpl.node,
@@ -113,10 +114,8 @@ export function createCloner(
           machineId: slot.machineId,
         });
       }
-      // Backups take minutes: back off so many waiting Creates stay cheap.
-      await sleep(delayMs, signal);
-      delayMs = Math.min(delayMs * 2, timing.settleMs * 10);
-    }
+      return undefined;
+    });
   }
 
   /** Clone the zone's template into a fresh VMID, retrying lost races and waiting out locks. */
@@ -290,6 +289,9 @@ async function findExisting(
   return found.sort((a, b) => a.vmid - b.vmid)[0] ?? null;
 }
 
+/** How often resolveCandidate may miss a VM where it looked (it moved) before giving up on it. */
+const MAX_MISSES = 4;
+
 /** Keys a clone's temporary config has before its first disk is copied. */
 const NAMELESS_KEYS = new Set(["lock", "digest"]);
 
@@ -309,16 +311,16 @@ async function resolveCandidate(
   signal: AbortSignal,
 ): Promise<Located | null> {
   const { api, timing, cloning } = ctx;
-  let logged = false;
-  for (let moves = 0; moves < 4;) {
-    const config = await readConfig(api, node, vmid, signal);
-    if (config === null) {
+  let misses = 0;
+  return await pollUntil<Located | null>(signal, timing.settleMs, async (call) => {
+    let config = await readConfig(api, node, vmid, signal);
+    while (config === null) {
       // A finished clone moves to its target node.
+      if (++misses >= MAX_MISSES) return null;
       const n = await relocate(ctx, vmid, node, signal);
       if (n === null || n === node) return null;
       node = n;
-      moves++;
-      continue;
+      config = await readConfig(api, node, vmid, signal);
     }
     const owner = parseMarker(config.description)?.machineId ?? cloning.get(vmid);
     if (owner !== undefined && owner !== machineId) return null;
@@ -326,17 +328,15 @@ async function resolveCandidate(
       if (config.lock !== "clone") return null;
       if (Object.keys(config).some((k) => !NAMELESS_KEYS.has(k))) return null;
     } else if (blockingLock(config.lock) === null) return { node, vmid, config };
-    if (!logged) {
+    if (call === 0) {
       log.info("VM {vmid} is being cloned; waiting to see whose it is", {
         vmid,
         node,
         machineId,
       });
-      logged = true;
     }
-    await sleep(timing.settleMs, signal);
-  }
-  return null;
+    return undefined;
+  });
 }
 
 /** Whether a refused clone POST met a lock on its source (legacy servers: by its config). */
@@ -383,8 +383,7 @@ async function settleAmbiguousClone(
   signal: AbortSignal,
 ): Promise<Located | null> {
   const { api, timing } = ctx;
-  const deadline = Date.now() + timing.cloneSettleMs;
-  while (Date.now() < deadline) {
+  const found = await pollWithin(signal, timing.settleMs, timing.cloneSettleMs, async () => {
     for (const node of new Set([srcNode, slot.zone])) {
       let exists = false;
       try {
@@ -394,9 +393,9 @@ async function settleAmbiguousClone(
       }
       if (exists) return await resolveCandidate(ctx, node, vmid, slot.machineId, signal);
     }
-    await sleep(timing.settleMs, signal);
-  }
-  return null;
+    return undefined;
+  });
+  return found ?? null;
 }
 
 /**
@@ -431,19 +430,19 @@ async function applySizing(
     parseMarker(c.description)?.machineId === slot.machineId;
   let config = loc.config;
   if (matches(config)) return;
-  for (let attempt = 1;; attempt++) {
+  await pollUntil(signal, timing.settleMs, async (call) => {
     try {
       // `delete` may only name keys the PUT does not also set; an unset one is a mere warning.
       const body = config.vcpus !== undefined ? { ...want, delete: "vcpus" } : want;
       await api.put(`${vmPath(loc.node, loc.vmid)}/config`, body, signal);
-      return;
+      return true;
     } catch (err) {
-      if (!isTransient(err) || attempt >= timing.actionAttempts || signal.aborted) throw err;
+      if (!isTransient(err) || call + 1 >= timing.actionAttempts || signal.aborted) throw err;
       // The PUT may have landed behind the proxy error: look before repeating it.
       const now = await readConfig(api, loc.node, loc.vmid, signal);
-      if (now !== null && matches(now)) return;
+      if (now !== null && matches(now)) return true;
       if (now !== null) config = now;
-      await sleep(timing.settleMs, signal);
+      return undefined;
     }
-  }
+  });
 }

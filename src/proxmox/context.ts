@@ -1,9 +1,9 @@
 // What every part of the Proxmox backend shares: the metric operation names,
 // the timing knobs, and the context object handed to each module.
 
+import type { Backoff } from "../kit/deadline.ts";
 import type { ApiClient } from "./http.ts";
 import { NodeOutages } from "./nodes.ts";
-import type { PollTiming } from "./tasks.ts";
 import type { VmConfig } from "./vm.ts";
 
 export type ApiOp =
@@ -16,8 +16,8 @@ export type ApiOp =
 
 /** Poll intervals and limits; tests shrink them, production uses the defaults. */
 export interface Timing {
-  task: PollTiming;
-  exec: PollTiming;
+  task: Backoff;
+  exec: Backoff;
   agentPollMs: number;
   agentTimeoutMs: number;
   /** Poll interval while waiting for a lock or a state change. */

@@ -16,7 +16,7 @@ import type { Located, ProxmoxContext } from "./context.ts";
 import { isTransient } from "./errors.ts";
 import { followMove, ownedBy, requireHostRef } from "./ownership.ts";
 import { isProtected, refusedForProtection, unprotect } from "./protection.ts";
-import { sleep } from "../kit/deadline.ts";
+import { pollUntil } from "../kit/deadline.ts";
 import {
   destroyVm,
   isPermissionError,
@@ -128,32 +128,22 @@ export async function drainNode(
   const timeout = Math.min(840, Math.max(600, grace + 120));
   const cmd = `kubectl drain "$(hostname)" --ignore-daemonsets --delete-emptydir-data` +
     ` --grace-period=${grace} --timeout=${timeout}s`;
-  for (let attempt = 1;; attempt++) {
+  const res = await pollUntil(signal, timing.settleMs, async (call) => {
     try {
-      const res = await runCommand(
-        api,
-        loc.node,
-        loc.vmid,
-        ["/bin/sh", "-c", cmd],
-        timing.exec,
-        signal,
-      );
-      if (res.exitCode !== 0) {
-        const stderr = tail(res.stderr);
-        throw new BackendError(
-          `kubectl drain in VM ${loc.vmid} failed (${describeExit(res)})${
-            stderr ? `: ${stderr}` : ""
-          }`,
-        );
-      }
-      log.info("drained VM {vmid}", { vmid: loc.vmid, node: loc.node, grace });
-      return;
+      return await runCommand(api, loc.node, loc.vmid, ["/bin/sh", "-c", cmd], timing.exec, signal);
     } catch (err) {
       // A drain is safe to repeat, unlike the bootstrap hook.
-      if (!isTransient(err) || attempt >= timing.actionAttempts || signal.aborted) throw err;
-      await sleep(timing.settleMs, signal);
+      if (!isTransient(err) || call + 1 >= timing.actionAttempts || signal.aborted) throw err;
+      return undefined;
     }
+  });
+  if (res.exitCode !== 0) {
+    const stderr = tail(res.stderr);
+    throw new BackendError(
+      `kubectl drain in VM ${loc.vmid} failed (${describeExit(res)})${stderr ? `: ${stderr}` : ""}`,
+    );
   }
+  log.info("drained VM {vmid}", { vmid: loc.vmid, node: loc.node, grace });
 }
 
 /** Stop and destroy the machine's VM; a VM that is gone or no longer ours counts as deleted. */

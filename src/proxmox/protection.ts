@@ -6,7 +6,7 @@
 import { getLogger } from "@logtape/logtape";
 import { isTransient, refusedWith } from "./errors.ts";
 import type { ApiClient } from "./http.ts";
-import { sleep } from "../kit/deadline.ts";
+import { pollUntil } from "../kit/deadline.ts";
 import { readConfig, type VmConfig, vmPath, type VmTiming } from "./vm.ts";
 
 const log = getLogger(["bigfleet", "proxmox"]);
@@ -39,14 +39,13 @@ export async function unprotect(
   signal: AbortSignal,
 ): Promise<void> {
   log.info("VM {vmid} has protection set; clearing it before the destroy", { vmid, node });
-  for (let attempt = 1;; attempt++) {
+  await pollUntil(signal, timing.settleMs, async (call) => {
     try {
       await api.put(`${vmPath(node, vmid)}/config`, { protection: 0 }, signal);
-      return;
+      return true;
     } catch (err) {
-      if (!isTransient(err) || attempt >= timing.actionAttempts || signal.aborted) throw err;
-      if (!isProtected(await readConfig(api, node, vmid, signal))) return;
-      await sleep(timing.settleMs, signal);
+      if (!isTransient(err) || call + 1 >= timing.actionAttempts || signal.aborted) throw err;
+      return isProtected(await readConfig(api, node, vmid, signal)) ? undefined : true;
     }
-  }
+  });
 }

@@ -5,7 +5,7 @@
 import { BackendError } from "../kit/backend.ts";
 import { isStorageProblem, TaskFailedError } from "./errors.ts";
 import type { ApiClient } from "./http.ts";
-import { sleep } from "../kit/deadline.ts";
+import { type Backoff, pollUntil } from "../kit/deadline.ts";
 
 export interface Upid {
   raw: string;
@@ -13,12 +13,6 @@ export interface Upid {
   type: string;
   id: string;
   user: string;
-}
-
-export interface PollTiming {
-  /** First poll interval; grows ×1.5 up to maxMs. */
-  initialMs: number;
-  maxMs: number;
 }
 
 const UPID_RE =
@@ -44,26 +38,22 @@ export async function waitTask(
   api: ApiClient,
   rawUpid: unknown,
   what: string,
-  timing: PollTiming,
+  timing: Backoff,
   signal: AbortSignal,
 ): Promise<string> {
   const upid = parseUpid(rawUpid);
   // The UPID's characters (`:`, `@`, `!`) are legal in a path segment; send it raw like PVE's own UI.
   const path = `/nodes/${upid.node}/tasks/${upid.raw}/status`;
-  let interval = timing.initialMs;
-  for (;;) {
+  return await pollUntil(signal, timing, async () => {
     const st = await api.get<Record<string, unknown>>(path, undefined, signal);
-    if (st?.status === "stopped") {
-      const exit = String(st.exitstatus ?? "").trim();
-      if (isTaskSuccess(exit)) return exit;
-      const kind = isStorageProblem(exit) ? " (storage problem)" : "";
-      throw new TaskFailedError(
-        upid.raw,
-        exit,
-        `${what} failed${kind}: ${exit === "" ? "task stopped without an exit status" : exit}`,
-      );
-    }
-    await sleep(interval, signal);
-    interval = Math.min(timing.maxMs, Math.round(interval * 1.5));
-  }
+    if (st?.status !== "stopped") return undefined;
+    const exit = String(st.exitstatus ?? "").trim();
+    if (isTaskSuccess(exit)) return exit;
+    const kind = isStorageProblem(exit) ? " (storage problem)" : "";
+    throw new TaskFailedError(
+      upid.raw,
+      exit,
+      `${what} failed${kind}: ${exit === "" ? "task stopped without an exit status" : exit}`,
+    );
+  });
 }

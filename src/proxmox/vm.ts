@@ -15,7 +15,7 @@ import {
 import type { ApiClient, ReadOptions } from "./http.ts";
 import type { Timing } from "./context.ts";
 import { waitTask } from "./tasks.ts";
-import { sleep } from "../kit/deadline.ts";
+import { pollUntil } from "../kit/deadline.ts";
 
 export type VmConfig = Record<string, unknown>;
 
@@ -153,7 +153,7 @@ async function powerAction(
   signal: AbortSignal,
 ): Promise<"done" | "gone"> {
   const action = want === "running" ? "start" : "stop";
-  for (let attempt = 1;; attempt++) {
+  return await pollUntil<"done" | "gone">(signal, timing.settleMs, async (call) => {
     try {
       const upid = await api.post(`${vmPath(node, vmid)}/status/${action}`, undefined, signal);
       await waitTask(api, upid, `${action} of VM ${vmid}`, timing.task, signal);
@@ -163,7 +163,7 @@ async function powerAction(
       if (await isMissingHere(api, node, vmid, err, signal)) return "gone";
       // A concurrent or earlier start (e.g. one behind a lost 596) already did the job.
       if (want === "running" && /already running/i.test(serverTextOf(err))) return "done";
-      if (!isTransient(err) || attempt >= timing.actionAttempts) throw err;
+      if (!isTransient(err) || call + 1 >= timing.actionAttempts) throw err;
       log.warn("{action} of VM {vmid} got an ambiguous failure; re-reading its state", {
         action,
         vmid,
@@ -173,9 +173,9 @@ async function powerAction(
       const st = await readStatus(api, node, vmid, signal);
       if (st === null) return "gone";
       if (st.status === want) return "done";
-      await sleep(timing.settleMs, signal);
+      return undefined;
     }
-  }
+  });
 }
 
 /** Start the VM and wait until status/current says running (HA starts finish early). */
@@ -213,16 +213,16 @@ async function waitStatus(
   timing: VmTiming,
   signal: AbortSignal,
 ): Promise<void> {
-  for (let i = 0;; i++) {
+  await pollUntil(signal, timing.settleMs, async (call) => {
     const st = await readStatus(api, node, vmid, signal);
     if (st === null) {
-      if (want === "stopped") return;
+      if (want === "stopped") return true;
       throw new BackendError(`VM ${vmid} disappeared from node ${node} while starting`);
     }
-    if (st.status === want) return;
-    if (i === 0) log.debug("waiting for VM {vmid} to be {want}", { vmid, node, want });
-    await sleep(timing.settleMs, signal);
-  }
+    if (st.status === want) return true;
+    if (call === 0) log.debug("waiting for VM {vmid} to be {want}", { vmid, node, want });
+    return undefined;
+  });
 }
 
 /** Wait until the VM has no blocking lock. Returns the last config, or null if it vanished. */
@@ -233,14 +233,14 @@ export async function waitUnlocked(
   timing: VmTiming,
   signal: AbortSignal,
 ): Promise<VmConfig | null> {
-  for (let i = 0;; i++) {
+  return await pollUntil(signal, timing.settleMs, async (call) => {
     const cfg = await readConfig(api, node, vmid, signal);
     if (cfg === null) return null;
     const lock = blockingLock(cfg.lock);
     if (lock === null) return cfg;
-    if (i === 0) log.info("VM {vmid} is locked ({lock}); waiting", { vmid, node, lock });
-    await sleep(timing.settleMs, signal);
-  }
+    if (call === 0) log.info("VM {vmid} is locked ({lock}); waiting", { vmid, node, lock });
+    return undefined;
+  });
 }
 
 /**
@@ -262,7 +262,7 @@ export async function destroyVm(
 ): Promise<void> {
   let sweep = true;
   let storageError = "";
-  for (let attempt = 1;; attempt++) {
+  const attempt = async (call: number): Promise<true | undefined> => {
     const query = sweep ? { purge: 1, "destroy-unreferenced-disks": 1 } : { purge: 1 };
     try {
       const upid = await api.del(vmPath(node, vmid), query, signal);
@@ -275,10 +275,10 @@ export async function destroyVm(
           { vmid, node, error: storageError },
         );
       }
-      return;
+      return true;
     } catch (err) {
       if (signal.aborted) throw signal.reason;
-      if (await isMissingHere(api, node, vmid, err, signal)) return;
+      if (await isMissingHere(api, node, vmid, err, signal)) return true;
       const text = serverTextOf(err);
       if (sweep && err instanceof TaskFailedError && isStorageProblem(text)) {
         log.warn(
@@ -288,11 +288,10 @@ export async function destroyVm(
         );
         sweep = false;
         storageError = text;
-        attempt--;
-        continue;
+        return await attempt(call); // at once, and as the same attempt
       }
       const retryable = isTransient(err) || /is running - destroy failed|VM is locked/i.test(text);
-      if (!retryable || attempt >= timing.actionAttempts) throw err;
+      if (!retryable || call + 1 >= timing.actionAttempts) throw err;
       log.warn("destroy of VM {vmid} did not complete; re-reading its state", {
         vmid,
         node,
@@ -300,25 +299,30 @@ export async function destroyVm(
       });
       // The destroy may have happened behind a 596, or someone restarted the VM.
       const st = await readStatus(api, node, vmid, signal);
-      if (st === null) return;
+      if (st === null) return true;
       if (st.lock === "destroyed") {
         await waitGone(api, node, vmid, timing, signal);
-        return;
+        return true;
       }
       if (st.status !== "stopped") await stopVm(api, node, vmid, timing, signal);
-      else await sleep(timing.settleMs, signal);
+      return undefined;
     }
-  }
+  };
+  await pollUntil(signal, timing.settleMs, attempt);
 }
 
-async function waitGone(
+function waitGone(
   api: ApiClient,
   node: string,
   vmid: number,
   timing: VmTiming,
   signal: AbortSignal,
-): Promise<void> {
-  while ((await readConfig(api, node, vmid, signal)) !== null) await sleep(timing.settleMs, signal);
+): Promise<boolean> {
+  return pollUntil(
+    signal,
+    timing.settleMs,
+    async () => (await readConfig(api, node, vmid, signal)) === null ? true : undefined,
+  );
 }
 
 /** 403s name the missing privilege; surface that rather than a generic failure. */
