@@ -131,7 +131,7 @@ async function writeOne(
 }
 
 /** POSIX single-quoting: the paths are data, never shell syntax. */
-export function shQuote(s: string): string {
+function shQuote(s: string): string {
   return `'${s.replace(/'/g, `'\\''`)}'`;
 }
 
@@ -140,7 +140,7 @@ export function shQuote(s: string): string {
  * renames it over the target only if every step succeeded. Plain `&&` chains
  * only: it must run on any /bin/sh (dash, busybox ash).
  */
-export function assembleScript(file: string, parts: string[]): string {
+function assembleScript(file: string, parts: string[]): string {
   const tmp = shQuote(`${file}.assemble`);
   const ps = parts.map(shQuote).join(" ");
   return `umask 077; cat -- ${ps} > ${tmp} && mv -f -- ${tmp} ${shQuote(file)} && rm -f -- ${ps}`;

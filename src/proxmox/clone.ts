@@ -236,7 +236,6 @@ async function findExisting(
   ctx: ProxmoxContext,
   machineId: string,
   signal: AbortSignal,
-  extra: { node: string; vmid: number }[] = [],
 ): Promise<Located | null> {
   const { api, nodes, cloning, outages } = ctx;
   const tag = machineTag(machineId);
@@ -258,7 +257,6 @@ async function findExisting(
       entries.push({ node: nodes[0], vmid });
     }
   }
-  for (const x of extra) if (!entries.some((e) => e.vmid === x.vmid)) entries.push(x);
   /** node → why it cannot be read now. */
   const down = new Map<string, string>([...offline].map((n) => [n, "offline in the cluster"]));
   entries = entries.filter((e) => !down.has(e.node));

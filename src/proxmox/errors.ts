@@ -32,7 +32,7 @@ export class TransportError extends BackendError {
 /** A worker task ended with an error exit status. */
 export class TaskFailedError extends BackendError {
   override name = "TaskFailedError";
-  constructor(readonly upid: string, readonly exitstatus: string, message: string) {
+  constructor(readonly exitstatus: string, message: string) {
     super(message);
   }
 }

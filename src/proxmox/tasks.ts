@@ -51,7 +51,6 @@ export async function waitTask(
     if (isTaskSuccess(exit)) return exit;
     const kind = isStorageProblem(exit) ? " (storage problem)" : "";
     throw new TaskFailedError(
-      upid.raw,
       exit,
       `${what} failed${kind}: ${exit === "" ? "task stopped without an exit status" : exit}`,
     );

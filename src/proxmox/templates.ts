@@ -117,25 +117,19 @@ export async function readStorages(
 /**
  * Can `tmpl` be cloned onto `zone`? null when it can (same node, or every
  * volume on shared storage available there), else why not, as one line.
- * `storages` is read on demand; pass a cached map when checking many zones.
+ * `storages` is read only when the answer depends on it.
  */
-export async function cloneProblem(
-  api: ApiClient,
+async function cloneProblem(
   tmpl: TemplateRef,
   zone: string,
-  signal: AbortSignal,
-  storages?: () => Promise<ReadonlyMap<string, StorageInfo>>,
+  storages: () => Promise<ReadonlyMap<string, StorageInfo>>,
 ): Promise<string | null> {
   if (tmpl.node === zone) return null;
   if (tmpl.config === null) {
     return `template ${tmpl.vmid} on ${tmpl.node} cannot be read (grant VM.Audit on it) ` +
       `to tell whether it can be cloned to ${zone}`;
   }
-  const blocker = cloneBlocker(
-    tmpl.config,
-    await (storages ? storages() : readStorages(api, signal)),
-    zone,
-  );
+  const blocker = cloneBlocker(tmpl.config, await storages(), zone);
   if (blocker === null) return null;
   return `template ${tmpl.vmid} on ${tmpl.node} cannot be cloned to ${zone}: ${blocker}; ` +
     `give ${zone} a template of its own (a per-zone template_vmid, --template-vmid ` +
@@ -274,7 +268,7 @@ export async function checkOfferingTemplates(
     if (type === undefined) continue;
     try {
       const tmpl = await findTemplate(ctx, type.template, zone, signal);
-      const problem = await cloneProblem(ctx.api, tmpl, zone, signal, cachedStorages);
+      const problem = await cloneProblem(tmpl, zone, cachedStorages);
       if (problem !== null) problems.push(`offering ${instanceType} in zone ${zone}: ${problem}`);
     } catch (err) {
       if (err instanceof TemplateProblem) {

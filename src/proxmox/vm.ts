@@ -35,7 +35,6 @@ export interface ResourceEntry {
   tags?: string;
   lock?: string;
   template?: number;
-  pool?: string;
 }
 
 /** The part of the backend's Timing that VM reads and actions use. */
@@ -54,7 +53,7 @@ export function vmPath(node: string, vmid: number): string {
  * unless it shows the VM on this very node. (Without VM.Audit the listing is
  * empty, so a bare 500 then counts as missing: the residual legacy risk.)
  */
-export async function isMissingHere(
+async function isMissingHere(
   api: ApiClient,
   node: string,
   vmid: number,
@@ -128,7 +127,6 @@ export async function listResources(
       tags: typeof r.tags === "string" ? r.tags : undefined,
       lock: typeof r.lock === "string" && r.lock !== "" ? r.lock : undefined,
       template: Number(r.template ?? 0),
-      pool: typeof r.pool === "string" ? r.pool : undefined,
     });
   }
   return out;

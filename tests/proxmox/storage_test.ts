@@ -57,7 +57,7 @@ Deno.test("a destroy task failing on storage is reported as such; the VM is not 
 });
 
 Deno.test("only a missing VM's own texts count as missing", () => {
-  const task = (exit: string) => new TaskFailedError("UPID:x", exit, exit);
+  const task = (exit: string) => new TaskFailedError(exit, exit);
   for (
     const exit of [
       "Configuration file 'nodes/pve1/qemu-server/105.conf' does not exist",
