@@ -5,6 +5,7 @@
 import type { InstanceType, TemplateSource } from "./types.ts";
 import { JsonObject, kindOf, parseJson, positiveInt } from "./json.ts";
 import { quote } from "./errors.ts";
+import { checkSegment } from "./segment.ts";
 import { entryTemplate } from "./templates.ts";
 
 const BUILTIN: readonly [string, number, number][] = [
@@ -38,7 +39,7 @@ export function parseCatalog(
   const catalog = new Map<string, InstanceType>();
   for (const [name, entry] of root.entries) {
     const where = `instance type ${quote(name)}`;
-    checkName(name, where);
+    checkSegment(name, `${where}: name`);
     if (!(entry instanceof JsonObject)) {
       throw new Error(`${where}: want an object, got ${kindOf(entry)}`);
     }
@@ -60,10 +61,4 @@ export function allocatableOf(it: InstanceType): [string, string][] {
 /** Catalog names in sorted (code-unit) order, as the built-in offerings pick from. */
 export function sortedNames(catalog: Map<string, InstanceType>): string[] {
   return [...catalog.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
-}
-
-// Names end up inside machine ids `<provider>/OnDemand/<type>/<zone>/<n>`.
-function checkName(name: string, where: string): void {
-  if (name.trim() === "") throw new Error(`${where}: name is empty`);
-  if (/[\/\s]/.test(name)) throw new Error(`${where}: name must not contain "/" or whitespace`);
 }

@@ -46,7 +46,7 @@ export function parseDuration(text: string): number {
 }
 
 /** setTimeout's ceiling: larger delays fire at once instead of never. */
-export const MAX_TIMER_MS = 2_147_483_647;
+const MAX_TIMER_MS = 2_147_483_647;
 
 /** parseDuration for values that drive timers: at most ~24.8 days. */
 export function parseTimerDuration(text: string): number {

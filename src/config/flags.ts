@@ -257,8 +257,6 @@ export const FLAG_TABLE = {
   },
 } as const satisfies FlagTable;
 
-export type FlagName = keyof typeof FLAG_TABLE;
-
 /** Raw serving flag values. */
 export type FlagValues = ValuesOf<typeof FLAG_TABLE>;
 

@@ -7,6 +7,7 @@ import { flagError, forFlag, quote } from "./errors.ts";
 import { type ReadFile, readFlagFile, readFromDisk } from "./files.ts";
 import { parseTimerDuration } from "./duration.ts";
 import { parseListenAddr } from "./addr.ts";
+import { checkSegment } from "./segment.ts";
 import { builtinCatalog, parseCatalog } from "./catalog.ts";
 import {
   describeTemplate,
@@ -41,7 +42,8 @@ export async function loadConfig(argv: string[], env: LoadEnv = {}): Promise<Con
   const metricsAddr = f["metrics-addr"] === ""
     ? null
     : forFlag("metrics-addr", () => parseListenAddr(f["metrics-addr"]));
-  const provider = forFlag("provider", () => checkProvider(f.provider));
+  // The provider is the first segment of every machine id.
+  const provider = forFlag("provider", () => checkSegment(f.provider));
   const fakeDelayMs = forFlag("fake-delay", () => parseTimerDuration(f["fake-delay"]));
   const reconcileIntervalMs = forFlag(
     "reconcile-interval",
@@ -53,7 +55,7 @@ export async function loadConfig(argv: string[], env: LoadEnv = {}): Promise<Con
     if (n < 0) throw new Error(`must be >= 0, got ${n}`);
     return n;
   });
-  const defaultZone = forFlag("default-zone", () => checkZoneSeed(f["default-zone"]));
+  const defaultZone = forFlag("default-zone", () => checkSegment(f["default-zone"]));
   const pricing: Pricing = {
     explicit: forFlag("prices", () => parsePrices(f.prices)),
     perVcpuHour: forFlag("price-per-vcpu-hour", () => parsePrice(f["price-per-vcpu-hour"])),
@@ -188,19 +190,6 @@ function parseInteger(text: string): number {
     throw new Error(`want an integer, got ${quote(text)}`);
   }
   return n;
-}
-
-// The provider is the first segment of every machine id, so it cannot hold "/".
-function checkProvider(text: string): string {
-  if (text.trim() === "") throw new Error("is empty");
-  if (/[\/\s]/.test(text)) throw new Error(`${quote(text)} must not contain "/" or whitespace`);
-  return text;
-}
-
-function checkZoneSeed(text: string): string {
-  if (text.trim() === "") throw new Error("is empty");
-  if (/[\/\s]/.test(text)) throw new Error(`${quote(text)} must not contain "/" or whitespace`);
-  return text;
 }
 
 /** Comma-separated argv; every element non-empty. */

@@ -6,6 +6,7 @@ import { JsonObject, type JsonValue, kindOf, parseJson } from "./json.ts";
 import { allocatableOf, sortedNames } from "./catalog.ts";
 import { priceOf, type Pricing } from "./pricing.ts";
 import { quote } from "./errors.ts";
+import { checkSegment } from "./segment.ts";
 
 /** One validated offering: `count` identical slots of a type in a zone. */
 export interface Offering {
@@ -17,7 +18,7 @@ export interface Offering {
 }
 
 /** Keys that carry instance type, zone or capacity type and so never belong in labels (B801). */
-export const WELL_KNOWN_LABEL_KEYS: ReadonlySet<string> = new Set([
+const WELL_KNOWN_LABEL_KEYS: ReadonlySet<string> = new Set([
   "instance-type",
   "instance_type",
   "instanceType",
@@ -30,7 +31,7 @@ export const WELL_KNOWN_LABEL_KEYS: ReadonlySet<string> = new Set([
 ]);
 
 /** Every slot of the built-in mix asks for this much. */
-export const BUILTIN_RESOURCES: readonly [string, string][] = [["cpu", "1"], ["memory", "2Gi"]];
+const BUILTIN_RESOURCES: readonly [string, string][] = [["cpu", "1"], ["memory", "2Gi"]];
 
 /** on_demand, on-demand, ondemand in any case; the provider has nothing else. */
 const ON_DEMAND = /^on[-_]?demand$/i;
@@ -92,10 +93,7 @@ function parseOffering(
   if (!catalog.has(instanceType)) {
     throw new Error(`${where}: unknown instance type ${quote(instanceType)}`);
   }
-  const zone = requiredString(fields.get("zone"), `${where}: zone`);
-  if (/[\/\s]/.test(zone)) {
-    throw new Error(`${where}: zone ${quote(zone)} must not contain "/" or whitespace`);
-  }
+  const zone = checkSegment(requiredString(fields.get("zone"), `${where}: zone`), `${where}: zone`);
   if (allowedZones !== null && !allowedZones.includes(zone)) {
     throw new Error(
       `${where}: zone ${quote(zone)} is not one of --nodes (${allowedZones.join(",")})`,

@@ -2,6 +2,7 @@
 // The token secret never appears in any message.
 
 import { quote } from "./errors.ts";
+import { checkSegment } from "./segment.ts";
 
 /** `USER@REALM!TOKENID`, e.g. `bigfleet@pve!autoscaler`. */
 const TOKEN_ID = /^[^\s@!]+@[^\s@!]+![^\s@!]+$/;
@@ -50,8 +51,8 @@ export function parseNodes(text: string): string[] {
   const seen = new Set<string>();
   for (const node of nodes) {
     if (node === "") throw new Error(`empty node name in ${quote(text)}`);
-    if (node.includes("/")) throw new Error(`node name ${quote(node)} must not contain "/"`);
-    if (/\s/.test(node)) throw new Error(`node name ${quote(node)} must not contain whitespace`);
+    // Each node is a zone: a segment of machine ids.
+    checkSegment(node, "node name");
     if (seen.has(node)) throw new Error(`node ${quote(node)} listed twice`);
     seen.add(node);
   }

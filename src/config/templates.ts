@@ -4,11 +4,12 @@
 
 import { JsonObject, type JsonValue, kindOf, positiveInt } from "./json.ts";
 import { quote } from "./errors.ts";
+import { checkSegment } from "./segment.ts";
 import type { InstanceType, TemplateSource } from "./types.ts";
 
 /** Proxmox accepts VMIDs 100..999999999. */
-export const MIN_VMID = 100;
-export const MAX_VMID = 999_999_999;
+const MIN_VMID = 100;
+const MAX_VMID = 999_999_999;
 
 /** Proxmox VM names are DNS names: labels of letters, digits and inner hyphens. */
 const VM_NAME =
@@ -23,13 +24,6 @@ export function vmid(v: JsonValue | undefined, what: string): number {
   return n;
 }
 
-function checkZoneName(zone: string, where: string): void {
-  if (zone.trim() === "") throw new Error(`${where}: empty zone`);
-  if (/[\/\s]/.test(zone)) {
-    throw new Error(`${where}: zone ${quote(zone)} must not contain "/" or whitespace`);
-  }
-}
-
 /** `pve1=9000,pve2=9001` (the text of --template-vmid when it holds a `=`). */
 export function parseZoneVmids(text: string): TemplateSource {
   const vmids = new Map<string, number>();
@@ -40,7 +34,7 @@ export function parseZoneVmids(text: string): TemplateSource {
       throw new Error(`want zone=VMID pairs (e.g. pve1=9000,pve2=9001), got ${quote(pair)}`);
     }
     const zone = pair.slice(0, eq).trim();
-    checkZoneName(zone, quote(pair));
+    checkSegment(zone, `${quote(pair)}: zone`);
     if (vmids.has(zone)) throw new Error(`zone ${quote(zone)} listed twice`);
     const raw = pair.slice(eq + 1).trim();
     if (!/^\d+$/.test(raw)) throw new Error(`${quote(pair)}: want an integer VMID`);
@@ -91,7 +85,7 @@ export function entryTemplate(
   if (raw.entries.length === 0) throw new Error(`${where}: template_vmid names no zone`);
   const vmids = new Map<string, number>();
   for (const [zone, v] of raw.entries) {
-    checkZoneName(zone, `${where}: template_vmid`);
+    checkSegment(zone, `${where}: template_vmid zone`);
     vmids.set(zone, vmid(v, `${where}: template_vmid of zone ${quote(zone)}`));
   }
   return { kind: "per-zone", vmids };

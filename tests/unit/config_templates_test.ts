@@ -57,7 +57,7 @@ Deno.test("templates: bad flags name the flag", async () => {
   await rejects([...REAL, "--template-vmid=pve1=90"], /^--template-vmid: .*100-999999999/);
   await rejects([...REAL, "--template-vmid=pve1=x"], /^--template-vmid: .*want an integer VMID/);
   await rejects([...REAL, "--template-vmid=pve1=9000,pve1=9001"], /pve1" listed twice/);
-  await rejects([...REAL, "--template-vmid==9000"], /^--template-vmid: .*empty zone/);
+  await rejects([...REAL, "--template-vmid==9000"], /^--template-vmid: .*zone is empty/);
   await rejects([...REAL, "--template-name=bad name"], /^--template-name: .*not a Proxmox VM name/);
   await rejects(
     [...REAL, "--template-name=t", "--template-vmid=9001"],
