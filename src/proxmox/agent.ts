@@ -1,4 +1,5 @@
-// QEMU guest agent calls: readiness, file-write and exec.
+// QEMU guest agent calls: readiness, file-write and exec (the PVE behaviour
+// they rely on: docs/proxmox-notes.md "Guest agent").
 //
 // File-write design: PVE's file-write truncates (no append) and takes at most
 // 61440 characters of content, which with client-side base64 (`encode=0`, the
@@ -192,8 +193,8 @@ export async function writeGuestFile(
 
 /**
  * exec-status output is base64-decoded bytes that PVE may hand back as Latin-1
- * code units (§9.6). When every unit is ≤ 0xFF and the bytes form valid UTF-8,
- * decode them as UTF-8; otherwise keep the string as it came.
+ * code units (docs/proxmox-notes.md "Guest agent"). When every unit is ≤ 0xFF
+ * and the bytes form valid UTF-8, decode them as UTF-8; otherwise keep the string as it came.
  */
 export function decodeGuestOutput(s: unknown): string {
   if (typeof s !== "string") return "";

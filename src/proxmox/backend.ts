@@ -1,4 +1,4 @@
-// The Proxmox implementation of the kit's Backend (product.md §5): connects,
+// The Proxmox implementation of the kit's Backend (src/kit/backend.ts): connects,
 // then assembles the Backend from clone.ts (Create), ownership.ts,
 // lifecycle.ts and describe.ts, timing each step for the metrics.
 

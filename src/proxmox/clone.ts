@@ -3,10 +3,11 @@
 // clone the zone's template (templates.ts; waiting out a lock such as a
 // backup's) into a fresh VMID, then apply the slot's sizing.
 //
-// nextid reserves nothing, so VMIDs are allocated under a process-wide mutex,
-// held as reserved until their clone task ends, and remembered for a while
-// after a lost race; a clone POST that fails ambiguously (596) is looked for
-// before anything is cloned again.
+// nextid reserves nothing (docs/proxmox-notes.md "VMID allocation and clone
+// races"), so VMIDs are allocated under a process-wide mutex, held as
+// reserved until their clone task ends, and remembered for a while after a
+// lost race; a clone POST that fails ambiguously (596) is looked for before
+// anything is cloned again.
 
 import { getLogger } from "@logtape/logtape";
 import type { InstanceType } from "../config/types.ts";
@@ -48,7 +49,7 @@ export type CloneOrAdopt = (slot: SlotSpec, signal: AbortSignal) => Promise<Loca
 
 const log = getLogger(["bigfleet", "proxmox"]);
 
-/** Task/sync failure texts of a lost newid race (proxmox-api.md §7). */
+/** Failure texts of a lost newid race (docs/proxmox-notes.md "VMID allocation and clone races"). */
 const RACE_RE = /config file already exists|can't lock file '[^']*lock-\d+\.conf'|File exists/i;
 
 /** A source VM refusing a clone because of its config lock (`VM is locked (backup)`). */

@@ -49,7 +49,7 @@ export function isTransient(err: unknown): boolean {
 /**
  * PVE's own words for "no such VM on this node" (qemu-server's config
  * loader). Anchored on the config file: a bare "does not exist" also ends
- * storage, volume, snapshot and pool errors (docs/troubleshooting.md).
+ * storage, volume, snapshot and pool errors (docs/proxmox-notes.md "Error texts").
  */
 const MISSING_RE =
   /Configuration file '[^']*qemu-server\/\d+\.conf' does not exist|unable to find configuration file for VM \d+/i;

@@ -1,6 +1,7 @@
 // Worker tasks (UPIDs): parse them and poll them to completion on the node
-// that runs them. `OK` and `WARNINGS: n` are success (the Go reference treats
-// warnings as failure; PVE itself does not).
+// that runs them. `OK` and `WARNINGS: n` are success, as PVE itself counts
+// them (docs/proxmox-notes.md "Worker tasks"; the Go reference treats warnings
+// as failure).
 
 import { BackendError } from "../kit/backend.ts";
 import { isStorageProblem, TaskFailedError } from "./errors.ts";

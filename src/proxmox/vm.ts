@@ -247,9 +247,10 @@ export async function waitUnlocked(
  *
  * destroy-unreferenced-disks=1 makes PVE activate every image storage of the
  * node; one offline storage fails the task after the referenced disks were
- * freed, on every retry (docs/troubleshooting.md). Such a failure is retried
- * once without the flag, which removes the VM; disks only an unreferenced
- * sweep would have found are left for the operator.
+ * freed, on every retry (docs/proxmox-notes.md "Destroy and offline
+ * storages"). Such a failure is retried once without the flag, which removes
+ * the VM; disks only an unreferenced sweep would have found are left for the
+ * operator.
  */
 export async function destroyVm(
   api: ApiClient,
