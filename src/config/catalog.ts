@@ -3,7 +3,7 @@
 // allocatable it implies.
 
 import type { InstanceType, TemplateSource } from "./types.ts";
-import { JsonObject, kindOf, parseJson, positiveInt } from "./json.ts";
+import { JsonObject, kindOf, objectFields, parseJson, positiveInt } from "./json.ts";
 import { quote } from "./errors.ts";
 import { checkSegment } from "./segment.ts";
 import { entryTemplate } from "./templates.ts";
@@ -40,10 +40,7 @@ export function parseCatalog(
   for (const [name, entry] of root.entries) {
     const where = `instance type ${quote(name)}`;
     checkSegment(name, `${where}: name`);
-    if (!(entry instanceof JsonObject)) {
-      throw new Error(`${where}: want an object, got ${kindOf(entry)}`);
-    }
-    const fields = new Map(entry.entries);
+    const fields = objectFields(entry, where);
     const vcpu = positiveInt(fields.get("vcpu"), `${where}: vcpu`);
     const memoryMib = positiveInt(fields.get("memory_mib"), `${where}: memory_mib`);
     const template = entryTemplate(fields, where) ?? defaultTemplate;

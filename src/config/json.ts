@@ -28,6 +28,12 @@ export function kindOf(v: JsonValue): string {
   return `a ${typeof v}`;
 }
 
+/** The members of an object as a Map; throws Error `<where>: want an object, got …` otherwise. */
+export function objectFields(v: JsonValue, where: string): Map<string, JsonValue> {
+  if (!(v instanceof JsonObject)) throw new Error(`${where}: want an object, got ${kindOf(v)}`);
+  return new Map(v.entries);
+}
+
 /** A required positive safe integer from a file; throws Error naming `what`. */
 export function positiveInt(v: JsonValue | undefined, what: string): number {
   if (v === undefined || v === null) throw new Error(`${what} is required`);
@@ -90,14 +96,25 @@ class Reader {
     return Number(m[0]);
   }
 
-  private object(): JsonObject {
+  /** The comma-separated items from an opening bracket (at pos) to `close`; `item` reads one. */
+  private items(close: "}" | "]", item: () => void): void {
     this.pos++;
-    const entries: [string, JsonValue][] = [];
-    const seen = new Set<string>();
     this.skipSpace();
-    if (this.text[this.pos] === "}") return this.pos++, new JsonObject(entries);
+    if (this.text[this.pos] === close) return void this.pos++;
     for (;;) {
       this.skipSpace();
+      item();
+      this.skipSpace();
+      if (this.text[this.pos] !== ",") break;
+      this.pos++;
+    }
+    this.expect(close);
+  }
+
+  private object(): JsonObject {
+    const entries: [string, JsonValue][] = [];
+    const seen = new Set<string>();
+    this.items("}", () => {
       if (this.text[this.pos] !== '"') this.fail("expected a string key");
       const keyAt = this.pos;
       const key = this.string();
@@ -110,32 +127,14 @@ class Reader {
       this.expect(":");
       this.skipSpace();
       entries.push([key, this.value()]);
-      this.skipSpace();
-      if (this.text[this.pos] === ",") {
-        this.pos++;
-        continue;
-      }
-      this.expect("}");
-      return new JsonObject(entries);
-    }
+    });
+    return new JsonObject(entries);
   }
 
   private array(): JsonValue[] {
-    this.pos++;
     const items: JsonValue[] = [];
-    this.skipSpace();
-    if (this.text[this.pos] === "]") return this.pos++, items;
-    for (;;) {
-      this.skipSpace();
-      items.push(this.value());
-      this.skipSpace();
-      if (this.text[this.pos] === ",") {
-        this.pos++;
-        continue;
-      }
-      this.expect("]");
-      return items;
-    }
+    this.items("]", () => items.push(this.value()));
+    return items;
   }
 
   private string(): string {

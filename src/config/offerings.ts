@@ -2,7 +2,7 @@
 // or an operator JSON file; both expand into fully described Slots.
 
 import type { InstanceType, Slot } from "./types.ts";
-import { JsonObject, type JsonValue, kindOf, parseJson } from "./json.ts";
+import { JsonObject, type JsonValue, kindOf, objectFields, parseJson } from "./json.ts";
 import { allocatableOf, sortedNames } from "./catalog.ts";
 import { priceOf, type Pricing } from "./pricing.ts";
 import { quote } from "./errors.ts";
@@ -85,10 +85,7 @@ function parseOffering(
   catalog: Map<string, InstanceType>,
   allowedZones: readonly string[] | null,
 ): Offering {
-  if (!(item instanceof JsonObject)) {
-    throw new Error(`${where}: want an object, got ${kindOf(item)}`);
-  }
-  const fields = new Map(item.entries);
+  const fields = objectFields(item, where);
   const instanceType = requiredString(fields.get("instance_type"), `${where}: instance_type`);
   if (!catalog.has(instanceType)) {
     throw new Error(`${where}: unknown instance type ${quote(instanceType)}`);

@@ -182,11 +182,7 @@ export async function writeGuestFile(
     await runCommand(api, node, vmid, ["/bin/sh", "-c", cleanup], execTiming, signal).catch(
       () => {},
     );
-    throw new BackendError(
-      `assembling ${file} from ${parts.length} parts in the guest failed (${describeExit(res)}): ${
-        tail(res.stderr)
-      }`,
-    );
+    throw commandFailed(`assembling ${file} from ${parts.length} parts in the guest`, res);
   }
   return { parts: parts.length };
 }
@@ -226,6 +222,12 @@ export function describeExit(r: ExecResult): string {
   if (r.exitCode !== null) return `exit code ${r.exitCode}`;
   if (r.signal !== null) return `killed by signal ${r.signal}`;
   return "no exit code reported";
+}
+
+/** A guest command that did not exit 0, as one error: `<what> failed (<exit>): <stderr tail>`. */
+export function commandFailed(what: string, res: ExecResult): BackendError {
+  const stderr = tail(res.stderr);
+  return new BackendError(`${what} failed (${describeExit(res)})${stderr ? `: ${stderr}` : ""}`);
 }
 
 /**

@@ -4,14 +4,7 @@
 import { getLogger } from "@logtape/logtape";
 import type { Config } from "../config/types.ts";
 import { BackendError, type ConfigureSpec, type HostedMachine } from "../kit/backend.ts";
-import {
-  agentEnabled,
-  describeExit,
-  runCommand,
-  tail,
-  waitForAgent,
-  writeGuestFile,
-} from "./agent.ts";
+import { agentEnabled, commandFailed, runCommand, waitForAgent, writeGuestFile } from "./agent.ts";
 import type { Located, ProxmoxContext } from "./context.ts";
 import { isTransient } from "./errors.ts";
 import { followMove, ownedBy, requireHostRef } from "./ownership.ts";
@@ -104,14 +97,7 @@ export async function runBootstrap(
     }
     throw err;
   }
-  if (res.exitCode !== 0) {
-    const stderr = tail(res.stderr);
-    throw new BackendError(
-      `bootstrap hook ${argv[0]} in VM ${loc.vmid} failed (${describeExit(res)})${
-        stderr ? `: ${stderr}` : ""
-      }`,
-    );
-  }
+  if (res.exitCode !== 0) throw commandFailed(`bootstrap hook ${argv[0]} in VM ${loc.vmid}`, res);
 }
 
 /** `kubectl drain` the node from inside its VM, repeated on transient failures. */
@@ -137,12 +123,7 @@ export async function drainNode(
       return undefined;
     }
   });
-  if (res.exitCode !== 0) {
-    const stderr = tail(res.stderr);
-    throw new BackendError(
-      `kubectl drain in VM ${loc.vmid} failed (${describeExit(res)})${stderr ? `: ${stderr}` : ""}`,
-    );
-  }
+  if (res.exitCode !== 0) throw commandFailed(`kubectl drain in VM ${loc.vmid}`, res);
   log.info("drained VM {vmid}", { vmid: loc.vmid, node: loc.node, grace });
 }
 
