@@ -46,7 +46,6 @@ export function cleanSecret(raw: string): string {
 
 /** Parse `--nodes`: comma list, non-empty names, no `/`, no duplicates. Throws Error. */
 export function parseNodes(text: string): string[] {
-  if (text.trim() === "") throw new Error("is empty");
   const nodes = text.split(",").map((n) => n.trim());
   const seen = new Set<string>();
   for (const node of nodes) {
