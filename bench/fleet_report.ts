@@ -1,6 +1,8 @@
 // The fleet-scale figures as Markdown: one table per run set, spliced into
 // bench/RESULTS.md between its fleet-scale markers.
 
+import { cpus } from "node:os";
+
 /** Milliseconds of each restart phase (bench/restart_phases.ts). */
 export interface RestartPhases {
   /** Deno start and the module graph of main.ts, until a flag error exits. */
@@ -62,8 +64,7 @@ function ms(x: number): string {
 }
 
 function machineLine(): string {
-  const cpu = Deno.readTextFileSync("/proc/cpuinfo").match(/^model name\s*:\s*(.+)$/m)?.[1] ??
-    "unknown CPU";
+  const cpu = cpus()[0]?.model ?? "unknown CPU";
   return `${cpu}, ${navigator.hardwareConcurrency} cores, Deno ${Deno.version.deno} ` +
     `(V8 ${Deno.version.v8}), ${Deno.build.os}`;
 }

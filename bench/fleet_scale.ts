@@ -16,6 +16,7 @@
 // clear_refs), CPU from /proc/<pid>/stat: both hold up on a busy machine.
 // Latency does not: every row records the load average it ran under.
 
+import { loadavg } from "node:os";
 import { fakeProviderArgs, startProvider } from "../tests/harness/mod.ts";
 import type { ProviderProcess } from "../tests/harness/mod.ts";
 import { cpuMs, MIB, peakRssBytes, resetPeak, rssBytes } from "../tests/harness/proc_status.ts";
@@ -143,7 +144,7 @@ async function idleRss(pid: number): Promise<number> {
 }
 
 function loadAverage(): number {
-  return Number(Deno.readTextFileSync("/proc/loadavg").split(" ")[0]);
+  return loadavg()[0];
 }
 
 async function measure(seed: number): Promise<SizeResult> {

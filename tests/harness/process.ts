@@ -6,7 +6,13 @@ import { holdCloses, releaseCloses } from "./linger.ts";
 
 export const REPO_ROOT = new URL("../../", import.meta.url).pathname;
 
-/** `deno run` with the permissions the compiled binary is built with. */
+/** The `--v8-flags=…` the compiled binary is built with (deno.json `compile` task), if any. */
+export function compiledV8Flags(): string[] {
+  const tasks = JSON.parse(Deno.readTextFileSync(`${REPO_ROOT}deno.json`)).tasks;
+  return String(tasks.compile).split(/\s+/).filter((t) => t.startsWith("--v8-flags="));
+}
+
+/** `deno run` with the permissions and V8 flags the compiled binary is built with. */
 export const DEFAULT_PROVIDER_CMD = [
   Deno.execPath(),
   "run",
@@ -16,6 +22,7 @@ export const DEFAULT_PROVIDER_CMD = [
   "--allow-env",
   "--allow-sys",
   "--unstable-kv",
+  ...compiledV8Flags(),
   `${REPO_ROOT}main.ts`,
 ];
 
