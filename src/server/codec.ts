@@ -212,6 +212,30 @@ function encodeMachineUncached(m: MachineRecord, provider: string): Uint8Array {
   return w.finish();
 }
 
+/** Bytes of a length-delimited field with a one-byte tag (field numbers below 16). */
+function lengthDelimitedSize(length: number): number {
+  let varint = 1;
+  for (let n = length; n >= 0x80; n >>>= 7) varint++;
+  return 1 + varint + length;
+}
+
+function putLengthDelimited(
+  out: Uint8Array,
+  pos: number,
+  field: number,
+  bytes: Uint8Array,
+): number {
+  out[pos++] = (field << 3) | WIRE_LEN;
+  let n = bytes.length;
+  while (n >= 0x80) {
+    out[pos++] = (n & 0x7f) | 0x80;
+    n >>>= 7;
+  }
+  out[pos++] = n;
+  out.set(bytes, pos);
+  return pos + bytes.length;
+}
+
 export interface MachineEncoder {
   machine(m: MachineRecord): Uint8Array;
   ack(operationId: string, m: MachineRecord): Uint8Array;
@@ -238,10 +262,20 @@ export function machineEncoder(provider: string): MachineEncoder {
       return w.finish();
     },
     list(machines, revision) {
-      const w = Writer.create();
-      for (const m of machines) w.uint32((1 << 3) | WIRE_LEN).bytes(machine(m));
-      if (revision.length > 0) w.uint32((2 << 3) | WIRE_LEN).bytes(revision);
-      return w.finish();
+      // Sized first and filled once: a full List is one allocation and one
+      // copy per machine, with no per-field bookkeeping.
+      const parts: Uint8Array[] = new Array(machines.length);
+      let size = revision.length > 0 ? lengthDelimitedSize(revision.length) : 0;
+      for (let i = 0; i < machines.length; i++) {
+        const bytes = machine(machines[i]);
+        parts[i] = bytes;
+        size += lengthDelimitedSize(bytes.length);
+      }
+      const out = new Uint8Array(size);
+      let pos = 0;
+      for (const bytes of parts) pos = putLengthDelimited(out, pos, 1, bytes);
+      if (revision.length > 0) pos = putLengthDelimited(out, pos, 2, revision);
+      return out;
     },
   };
 }
