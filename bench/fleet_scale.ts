@@ -34,13 +34,14 @@ const LISTS = QUICK ? 20 : 120;
 const GETS = QUICK ? 300 : 2_000;
 const CREATES = QUICK ? 100 : 1_000;
 const WORKERS = 16;
-const LOAD_MS = QUICK ? 2_000 : 8_000;
+const LOAD_MS = QUICK ? 2_000 : 6_000;
 const RESTARTS = 3;
 /**
  * Idle RSS: the process left alone this long after it accepts, so V8's
- * memory reducer (which starts once the mutator goes quiet) has had its go.
+ * memory reducer has returned the boot's garbage (it acts 10–20 s after the
+ * process goes quiet with the provider's flags; docs/performance.md).
  */
-const IDLE_MS = 12_000;
+const IDLE_MS = QUICK ? 3_000 : 22_000;
 const RESULTS_JSON = new URL("./results/fleet_scale.json", import.meta.url);
 const RESULTS_MD = new URL("./RESULTS.md", import.meta.url);
 

@@ -36,8 +36,11 @@ type WriterT = protobuf.Writer;
 const WIRE_VARINT = 0;
 const WIRE_LEN = 2;
 
+/** An int64 field as an exact bigint, from its two 32-bit halves (no decimal round trip). */
 function int64(r: ReaderT): bigint {
-  return BigInt(r.int64().toString());
+  const v = r.int64() as unknown as number | { low: number; high: number };
+  if (typeof v === "number") return BigInt(v);
+  return BigInt.asIntN(64, (BigInt(v.high >>> 0) << 32n) | BigInt(v.low >>> 0));
 }
 
 /** Reads every field of a message, handing known ones to `on`; returns false to skip. */

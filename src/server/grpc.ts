@@ -25,7 +25,7 @@ import {
   machineEncoder,
 } from "./codec.ts";
 import type { CreateMsg } from "./codec.ts";
-import { pacedResponses, release, SLICE_BYTES } from "./large_response.ts";
+import { pacedResponses, SLICE_BYTES } from "./large_response.ts";
 
 export type Method = "Create" | "Configure" | "Drain" | "Delete" | "Get" | "List";
 
@@ -112,12 +112,7 @@ export async function startGrpcServer(opts: GrpcOptions): Promise<GrpcServer> {
       // malformed message is answered like any other bad request.
       requestDeserialize: (buf: Buffer) => buf,
       requestSerialize: (b: Uint8Array) => Buffer.from(b),
-      responseSerialize: (b: Uint8Array) => {
-        // grpc-js copies the message into its frame as soon as this returns;
-        // a one-shot List encoding is dead after that.
-        if (oneShot.has(b)) queueMicrotask(() => release(b));
-        return Buffer.from(b.buffer, b.byteOffset, b.byteLength);
-      },
+      responseSerialize: (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.byteLength),
       responseDeserialize: (buf: Buffer) => buf,
     };
     implementation[method] = unary(method, handlers[method], observer);
@@ -126,7 +121,7 @@ export async function startGrpcServer(opts: GrpcOptions): Promise<GrpcServer> {
   const streams = new OpenStreams();
   const server = new grpc.Server({
     // pacedResponses first: it needs the call grpc-js built, which holds the HTTP/2 stream.
-    interceptors: [pacedResponses, streams.interceptor],
+    interceptors: [pacedResponses((m) => oneShot.has(m as Uint8Array)), streams.interceptor],
     "grpc.max_receive_message_length": opts.maxReceiveBytes ?? DEFAULT_MAX_RECEIVE,
     "grpc.max_send_message_length": -1,
   });

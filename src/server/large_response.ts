@@ -10,8 +10,8 @@
 //   the previous one drained, a stream holds at most one slice natively. The
 //   bytes on the wire are the same: HTTP/2 frames the data either way.
 // - Released buffers. A List's encoding and grpc-js's framed copy of it are
-//   dead once copied on; their ArrayBuffers are detached then (which frees
-//   the memory at once) rather than left for the next GC.
+//   dead once the frame has been written; their ArrayBuffers are detached
+//   then (which frees the memory at once) rather than left for the next GC.
 
 import type * as grpc from "@grpc/grpc-js";
 import { ServerInterceptingCall } from "@grpc/grpc-js";
@@ -44,8 +44,10 @@ export function release(bytes: Uint8Array): void {
 
 export interface PaceOptions {
   sliceBytes?: number;
-  /** The stream's large writes are the caller's to give up: release them once written. */
+  /** Large writes are the caller's to give up: release each once written. */
   release?: boolean;
+  /** Runs after each large write has been handed over (or failed). */
+  afterLargeWrite?: () => void;
 }
 
 /** Makes `stream.write` of a large Uint8Array go out in drained slices. */
@@ -60,6 +62,7 @@ export function paceWrites(stream: WritableStream, o: PaceOptions = {}): void {
     writeSliced(stream, write, chunk, sliceBytes, (error) => {
       // Every slice has been copied by the native side (or the stream is gone).
       if (o.release) release(chunk);
+      o.afterLargeWrite?.();
       done?.(error);
     });
     // Like a write past the high-water mark: the caller may wait for "drain".
@@ -111,14 +114,29 @@ function isWritable(s: unknown): s is WritableStream {
 }
 
 /**
- * A grpc-js server interceptor that paces the writes of every call; what
- * grpc-js writes is its own framed copy of a message, released once written.
+ * A grpc-js server interceptor that paces the writes of every call. What
+ * grpc-js writes is its own framed copy of a message, released once written;
+ * a message `oneShot` accepts (a List encoded for this response alone) is
+ * released then too: grpc-js has copied it into the frame by that time.
+ *
  * It must be the first interceptor: only the call grpc-js builds itself holds
  * the HTTP/2 stream. Should a grpc-js upgrade move it, calls still work,
  * unpaced (tests/server/memory_test.ts then fails).
  */
-export const pacedResponses: grpc.ServerInterceptor = (_desc, call) => {
-  const stream = (call as unknown as { stream?: unknown }).stream;
-  if (isWritable(stream)) paceWrites(stream, { release: true });
-  return new ServerInterceptingCall(call);
-};
+export function pacedResponses(oneShot: (message: unknown) => boolean): grpc.ServerInterceptor {
+  return (_desc, call) => {
+    const stream = (call as unknown as { stream?: unknown }).stream;
+    if (!isWritable(stream)) return new ServerInterceptingCall(call);
+    const sent: Uint8Array[] = [];
+    paceWrites(stream, {
+      release: true,
+      afterLargeWrite: () => sent.splice(0).forEach(release),
+    });
+    return new ServerInterceptingCall(call, {
+      sendMessage(message, next) {
+        if (oneShot(message)) sent.push(message as Uint8Array);
+        next(message);
+      },
+    });
+  };
+}

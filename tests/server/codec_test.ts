@@ -3,7 +3,7 @@
 
 import assert from "node:assert/strict";
 import protobuf from "protobufjs";
-import { machineEncoder } from "../../src/server/codec.ts";
+import { decodeCreate, decodeDrain, machineEncoder } from "../../src/server/codec.ts";
 import { slotMachine } from "../../src/kit/inventory.ts";
 import { State } from "../../src/kit/model.ts";
 import type { MachineRecord } from "../../src/kit/model.ts";
@@ -53,5 +53,30 @@ Deno.test("codec: List bytes equal a plain protobuf writer's across varint bound
   for (const revision of [new Uint8Array(), new TextEncoder().encode("1733000000123")]) {
     assertSameBytes(enc.list(machines, revision), reference(machines, revision), "machines");
     assertSameBytes(enc.list([], revision), reference([], revision), "empty");
+  }
+});
+
+Deno.test("codec: int64 fields decode exactly across the whole range", () => {
+  const values = [
+    "0",
+    "1",
+    "-1",
+    "4294967295",
+    "4294967296",
+    "9007199254740993",
+    "-9007199254740993",
+    "9223372036854775807",
+    "-9223372036854775808",
+  ];
+  for (const v of values) {
+    const w = protobuf.Writer.create();
+    w.uint32(10).string("m").uint32(26).string("shard");
+    w.uint32(4 << 3).int64(v).uint32(5 << 3).int64(v);
+    const create = decodeCreate(w.finish());
+    assert.equal(create.token.epoch, BigInt(v), v);
+    assert.equal(create.token.seq, BigInt(v), v);
+    const d = protobuf.Writer.create();
+    d.uint32(10).string("m").uint32(2 << 3).int64(v);
+    assert.equal(decodeDrain(d.finish()).graceSeconds, BigInt(v), `grace ${v}`);
   }
 });

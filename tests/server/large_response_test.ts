@@ -4,7 +4,13 @@
 
 import assert from "node:assert/strict";
 import { EventEmitter } from "node:events";
-import { paceWrites, release, SLICE_BYTES } from "../../src/server/large_response.ts";
+import type * as grpc from "@grpc/grpc-js";
+import {
+  pacedResponses,
+  paceWrites,
+  release,
+  SLICE_BYTES,
+} from "../../src/server/large_response.ts";
 
 class SlowStream extends EventEmitter {
   readonly writes: Uint8Array[] = [];
@@ -105,4 +111,30 @@ Deno.test("release: frees a buffer's sole view, never a view into a larger buffe
   release(part);
   assert.equal(part.byteLength, 512);
   assert.equal(backing.byteLength, 1024);
+});
+
+Deno.test("paced responses: a one-shot message and its frame are released once written", async () => {
+  const stream = new SlowStream();
+  // What grpc-js's own call does with a message: frame a copy, write it.
+  const base = {
+    stream,
+    sendMetadata() {},
+    sendMessage(message: Uint8Array, done: () => void) {
+      const frame = new Uint8Array(message.length + 5);
+      frame.set(message, 5);
+      stream.write(frame, done);
+    },
+  };
+  const list = pattern(SLICE_BYTES * 2);
+  const kept = pattern(SLICE_BYTES * 2);
+  const intercept = pacedResponses((m) => m === list);
+  const call = intercept(
+    {} as grpc.ServerMethodDefinition<unknown, unknown>,
+    base as unknown as grpc.ServerInterceptingCallInterface,
+  );
+  await new Promise<void>((resolve) => call.sendMessage(list, resolve));
+  assert.equal(list.byteLength, 0, "the one-shot message is released");
+  assert.equal(stream.writes.reduce((n, w) => n + w.length, 0), SLICE_BYTES * 2 + 5);
+  await new Promise<void>((resolve) => call.sendMessage(kept, resolve));
+  assert.equal(kept.byteLength, SLICE_BYTES * 2, "any other message is left alone");
 });
