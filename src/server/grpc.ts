@@ -207,8 +207,10 @@ function unary(
 ): grpc.handleUnaryCall<Uint8Array, Uint8Array> {
   return (call, callback) => {
     const started = performance.now();
-    // The answer goes out first; its metric sample and log line (a
-    // synchronous stderr write) follow once the response has been flushed.
+    // The answer is handed to grpc-js first; its metric sample and log line
+    // (a synchronous stderr write) follow in the next turn of the event
+    // loop, after the response's headers and data have gone out and before
+    // its trailers, so a client that has seen the call end sees its metric.
     const answer = (code: number, error: string | null, send: () => void) => {
       const seconds = (performance.now() - started) / 1000;
       send();
