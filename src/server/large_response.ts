@@ -17,7 +17,7 @@ import type * as grpc from "@grpc/grpc-js";
 import { ServerInterceptingCall } from "@grpc/grpc-js";
 
 /** Writes up to this size go out as they are. */
-export const SLICE_BYTES = 64 * 1024;
+export const SLICE_BYTES = 256 * 1024;
 
 /** The part of a node:http2 server stream this needs. */
 export interface WritableStream {
