@@ -152,8 +152,9 @@ async function measure(seed: number): Promise<SizeResult> {
   const dir = await Deno.makeTempDir({ prefix: "bench-fleet-" });
   const state = `${dir}/state.kv`;
   const loadBefore = loadAverage();
-  let p = await boot(seed, state);
+  let p: ProviderProcess | undefined;
   try {
+    p = await boot(seed, state);
     const firstBootMs = p.readyMs;
     const bootPeak = peakRssBytes(p.pid);
     const idleFresh = await idleRss(p.pid);
@@ -257,7 +258,7 @@ async function measure(seed: number): Promise<SizeResult> {
       phases,
     };
   } finally {
-    await p.stop();
+    await p?.stop();
     await Deno.remove(dir, { recursive: true });
   }
 }
