@@ -8,6 +8,8 @@
 // Prints a Markdown table.
 
 import { fakeProviderArgs, ProviderClient, startProvider } from "../tests/harness/mod.ts";
+// Nearest-rank, as B1106 computes it.
+import { percentile as pct } from "./stats.ts";
 
 const ROUNDS = 120;
 const CREATES = 60;
@@ -16,11 +18,6 @@ const CEILING: Record<string, string> = {
   "Get": "250 ms",
   "Create (ack)": "250 ms",
 };
-
-/** Nearest-rank percentile, as B1106 computes it. */
-function pct(sorted: number[], p: number): number {
-  return sorted[Math.max(0, Math.ceil(p * sorted.length) - 1)];
-}
 
 async function timings(n: number, call: (i: number) => Promise<unknown>): Promise<number[]> {
   const t: number[] = [];

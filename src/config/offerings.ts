@@ -130,7 +130,12 @@ export function expandSlots(
     if (it === undefined) throw new Error(`unknown instance type ${quote(o.instanceType)}`);
     const key = `${o.instanceType}/${o.zone}`;
     const price = priceOf(pricing, catalog, o.instanceType);
-    const allocatable = allocatableOf(it);
+    // One frozen copy per offering, shared by its slots and the records built
+    // from them: a large fleet would otherwise hold thousands of identical
+    // arrays, and frozen, no machine can change another's.
+    const allocatable = frozenPairs(allocatableOf(it));
+    const resources = frozenPairs(o.resources);
+    const labels = frozenPairs(o.labels);
     for (let n = 0; n < o.count; n++) {
       const index = next.get(key) ?? 0;
       next.set(key, index + 1);
@@ -139,15 +144,19 @@ export function expandSlots(
         instanceType: o.instanceType,
         zone: o.zone,
         pricePerHour: price,
-        resources: o.resources.map(([k, v]) => [k, v]),
-        allocatable: allocatable.map(([k, v]) => [k, v]),
-        labels: o.labels.map(([k, v]) => [k, v]),
+        resources,
+        allocatable,
+        labels,
         vcpu: it.vcpu,
         memoryMib: it.memoryMib,
       });
     }
   }
   return slots;
+}
+
+function frozenPairs(pairs: readonly [string, string][]): [string, string][] {
+  return Object.freeze(pairs.map(([k, v]) => Object.freeze([k, v]))) as [string, string][];
 }
 
 /** `<provider>/OnDemand/<type>/<zone>/<NNN>` (Go `%03d`: at least three digits). */

@@ -65,17 +65,20 @@ export function createFleet(
   initial: readonly MachineRecord[],
   rev: number,
 ): Fleet {
-  const machines = new Map<string, MachineRecord>();
+  // Parallel arrays in a stable order, and each id's position: a full List
+  // walks arrays instead of doing hash lookups per machine, and a machine
+  // costs one map entry. A removed machine leaves a hole (no record) until its
+  // removal is committed, so the committed view can still list it; the hole is
+  // closed then. Capped Lists start where the previous one stopped (the rotor).
+  const records: (MachineRecord | undefined)[] = [...initial];
+  const ids: string[] = initial.map((m) => m.id);
   /** Revision at which each machine last changed (never 0, so cursor "0" sees everything). */
-  const lastMod = new Map<string, number>();
-  /** Machine ids in a stable order; capped Lists start where the previous one stopped. */
-  const order: string[] = [];
+  const lastMod: number[] = new Array(records.length).fill(rev);
+  const index = new Map<string, number>();
+  for (let i = 0; i < ids.length; i++) index.set(ids[i], i);
+  let live = records.length;
+  let holes = 0;
   let rotor = 0;
-  for (const m of initial) {
-    machines.set(m.id, m);
-    lastMod.set(m.id, rev);
-    order.push(m.id);
-  }
 
   /** Changes in the order they were handed to the store; `head` is the oldest not known committed. */
   const changes: Change[] = [];
@@ -83,13 +86,29 @@ export function createFleet(
   const before = new Map<string, Before>();
   let committedRev = rev;
 
-  // Invariant: an id is in `order` iff it is in `machines` or has changes in
-  // flight, so a removal stays listable (committed view) until it is committed.
+  function latest(id: string): [MachineRecord | undefined, number | undefined] {
+    const i = index.get(id);
+    const rec = i === undefined ? undefined : records[i];
+    return [rec, rec ? lastMod[i!] : undefined];
+  }
+
   function track(id: string, prev: MachineRecord | undefined, prevMod: number | undefined) {
     const b = before.get(id);
     if (b) b.inFlight++;
     else before.set(id, { rec: prev, mod: prevMod, inFlight: 1 });
-    changes.push({ upTo: store.handed ?? 0, id, rec: machines.get(id), mod: lastMod.get(id), rev });
+    const [rec, mod] = latest(id);
+    changes.push({ upTo: store.handed ?? 0, id, rec, mod, rev });
+  }
+
+  /** Closes the hole a committed removal left. */
+  function close(i: number): void {
+    index.delete(ids[i]);
+    records.splice(i, 1);
+    ids.splice(i, 1);
+    lastMod.splice(i, 1);
+    for (let j = i; j < ids.length; j++) index.set(ids[j], j);
+    holes--;
+    if (rotor > i) rotor--;
   }
 
   /** Drops what the store has committed since the last look. */
@@ -106,7 +125,8 @@ export function createFleet(
         continue;
       }
       before.delete(c.id);
-      if (!machines.has(c.id)) order.splice(order.indexOf(c.id), 1);
+      const i = index.get(c.id);
+      if (i !== undefined && records[i] === undefined) close(i);
     }
     if (head === changes.length) {
       changes.length = 0;
@@ -121,22 +141,25 @@ export function createFleet(
     settle();
     const since = parseRevision(q.sinceRevision);
     // Cursors are int64; lastMod values are far below 2^53, so Number keeps the order.
-    const sinceN = since === null ? null : Number(since);
+    const sinceN = since === null ? -Infinity : Number(since);
     const wanted = q.states.length > 0 ? new Set(q.states) : null;
     const cap = q.maxResults > 0 ? q.maxResults : Infinity;
     const old = committed && before.size > 0 ? before : null;
-    const n = order.length;
+    const n = records.length;
+    if (cap === Infinity && sinceN === -Infinity && !wanted && !old && holes === 0) {
+      return records.slice() as MachineRecord[];
+    }
     const start = cap === Infinity || n === 0 ? 0 : rotor % n;
     const out: MachineRecord[] = [];
     let last = -1;
     for (let i = 0; i < n && out.length < cap; i++) {
       const idx = (start + i) % n;
-      const id = order[idx];
-      const b = old?.get(id);
+      const b = old?.get(ids[idx]);
       // Cursor first: unchanged machines are skipped without fetching their record.
-      if (sinceN !== null && (b ? b.mod : lastMod.get(id))! <= sinceN) continue;
+      const mod = b ? b.mod : lastMod[idx];
+      if (mod !== undefined && mod <= sinceN) continue;
       // Absent: removed (latest view) or not yet committed (committed view).
-      const m = b ? b.rec : machines.get(id);
+      const m = b ? b.rec : records[idx];
       if (!m) continue;
       if (wanted && !wanted.has(m.state)) continue;
       out.push(m);
@@ -148,6 +171,11 @@ export function createFleet(
     return out;
   }
 
+  function get(id: string): MachineRecord | undefined {
+    const i = index.get(id);
+    return i === undefined ? undefined : records[i];
+  }
+
   const committedView: FleetView = {
     get revision() {
       settle();
@@ -156,37 +184,44 @@ export function createFleet(
     get(id) {
       settle();
       const b = before.get(id);
-      return b ? b.rec : machines.get(id);
+      return b ? b.rec : get(id);
     },
     select: (q) => select(q, true),
   };
 
   return {
     get size() {
-      return machines.size;
+      return live;
     },
     get revision() {
       return rev;
     },
-    get: (id) => machines.get(id),
+    get,
     put(m) {
       settle();
-      const prev = machines.get(m.id);
-      const prevMod = lastMod.get(m.id);
-      if (!prev && !before.has(m.id)) order.push(m.id);
-      machines.set(m.id, m);
-      lastMod.set(m.id, ++rev);
+      const [prev, prevMod] = latest(m.id);
+      let i = index.get(m.id);
+      if (i === undefined) {
+        i = records.length;
+        index.set(m.id, i);
+        ids.push(m.id);
+      } else if (!prev) {
+        holes--;
+      }
+      if (!prev) live++;
+      records[i] = m;
+      lastMod[i] = ++rev;
       store.putMachine(m);
       store.putRevision(rev);
       track(m.id, prev, prevMod);
     },
     remove(id) {
       settle();
-      const prev = machines.get(id);
+      const [prev, prevMod] = latest(id);
       if (!prev) return;
-      const prevMod = lastMod.get(id);
-      machines.delete(id);
-      lastMod.delete(id);
+      records[index.get(id)!] = undefined;
+      holes++;
+      live--;
       rev++;
       store.deleteMachine(id);
       store.putRevision(rev);

@@ -1,6 +1,13 @@
 // Machine records as bytes for the state store. JSON keeps every string
 // byte-exact (NUL and control characters are escaped and restored), and maps
 // are arrays of pairs so keys like "__proto__" survive.
+//
+// A restored fleet repeats a few instance types, zones and resource maps
+// thousands of times, in runs (records load in id order, and ids start with
+// the offering). Decoded records share one copy of each value seen among the
+// last few decoded (records are immutable, so sharing is safe), as records
+// built from the same offering do; a fleet of all-different values decodes
+// the same, only unshared.
 
 import { State } from "./model.ts";
 import type { MachineRecord, OpKind, Pairs } from "./model.ts";
@@ -8,6 +15,37 @@ import type { MachineRecord, OpKind, Pairs } from "./model.ts";
 const enc = new TextEncoder();
 const dec = new TextDecoder();
 const STATES = new Set<number>(Object.values(State));
+const RECENT = 8;
+
+/** The last few distinct values of one field, newest first. */
+class Recent<T> {
+  readonly #values: T[] = [];
+
+  /** A recent value `same` accepts, or `make()` remembered as the newest. */
+  share(same: (v: T) => boolean, make: () => T): T {
+    for (const v of this.#values) if (same(v)) return v;
+    const v = make();
+    this.#values.unshift(v);
+    if (this.#values.length > RECENT) this.#values.pop();
+    return v;
+  }
+}
+
+const recentStrings = {
+  instanceType: new Recent<string>(),
+  zone: new Recent<string>(),
+  cluster: new Recent<string>(),
+};
+const recentPairs = {
+  resources: new Recent<Pairs>(),
+  allocatable: new Recent<Pairs>(),
+  labels: new Recent<Pairs>(),
+};
+
+function sharedStr(recent: Recent<string>, v: unknown): string {
+  const s = str(v);
+  return recent.share((r) => r === s, () => s);
+}
 
 export function encodeRecord(m: MachineRecord): Uint8Array {
   return enc.encode(JSON.stringify(m));
@@ -23,15 +61,15 @@ export function decodeRecord(bytes: Uint8Array): MachineRecord {
     id: raw.id,
     state: state as State,
     hostRef: str(raw.hostRef),
-    instanceType: str(raw.instanceType),
-    zone: str(raw.zone),
+    instanceType: sharedStr(recentStrings.instanceType, raw.instanceType),
+    zone: sharedStr(recentStrings.zone, raw.zone),
     capacityType: Number(raw.capacityType ?? 0),
     pricePerHour: Number(raw.pricePerHour ?? 0),
     interruptionProbability: Number(raw.interruptionProbability ?? 0),
-    resources: pairs(raw.resources),
-    allocatable: pairs(raw.allocatable),
-    labels: pairs(raw.labels),
-    cluster: str(raw.cluster),
+    resources: sharedPairs(recentPairs.resources, raw.resources),
+    allocatable: sharedPairs(recentPairs.allocatable, raw.allocatable),
+    labels: sharedPairs(recentPairs.labels, raw.labels),
+    cluster: sharedStr(recentStrings.cluster, raw.cluster),
     shardMetadata: pairs(raw.shardMetadata),
     lastError: str(raw.lastError),
     ops: ops(raw.ops),
@@ -47,6 +85,21 @@ function str(v: unknown): string {
 function pairs(v: unknown): Pairs {
   if (!Array.isArray(v)) return [];
   return v.filter((p) => Array.isArray(p) && p.length === 2).map((p) => [str(p[0]), str(p[1])]);
+}
+
+/** Resources, allocatable and labels: the same few maps across a fleet. */
+function sharedPairs(recent: Recent<Pairs>, v: unknown): Pairs {
+  return recent.share((r) => sameAsRaw(r, v), () => pairs(v));
+}
+
+/** Whether raw JSON `v` holds exactly the pairs `r` (and nothing pairs() would drop). */
+function sameAsRaw(r: Pairs, v: unknown): boolean {
+  if (!Array.isArray(v) || v.length !== r.length) return false;
+  for (let i = 0; i < r.length; i++) {
+    const p = v[i];
+    if (!Array.isArray(p) || p.length !== 2 || p[0] !== r[i][0] || p[1] !== r[i][1]) return false;
+  }
+  return true;
 }
 
 function ops(v: unknown): Partial<Record<OpKind, string>> {

@@ -36,8 +36,11 @@ type WriterT = protobuf.Writer;
 const WIRE_VARINT = 0;
 const WIRE_LEN = 2;
 
+/** An int64 field as an exact bigint, from its two 32-bit halves (no decimal round trip). */
 function int64(r: ReaderT): bigint {
-  return BigInt(r.int64().toString());
+  const v = r.int64() as unknown as number | { low: number; high: number };
+  if (typeof v === "number") return BigInt(v);
+  return BigInt.asIntN(64, (BigInt(v.high >>> 0) << 32n) | BigInt(v.low >>> 0));
 }
 
 /** Reads every field of a message, handing known ones to `on`; returns false to skip. */
@@ -215,6 +218,30 @@ function encodeMachineUncached(m: MachineRecord, provider: string): Uint8Array {
   return w.finish();
 }
 
+/** Bytes of a length-delimited field with a one-byte tag (field numbers below 16). */
+function lengthDelimitedSize(length: number): number {
+  let varint = 1;
+  for (let n = length; n >= 0x80; n >>>= 7) varint++;
+  return 1 + varint + length;
+}
+
+function putLengthDelimited(
+  out: Uint8Array,
+  pos: number,
+  field: number,
+  bytes: Uint8Array,
+): number {
+  out[pos++] = (field << 3) | WIRE_LEN;
+  let n = bytes.length;
+  while (n >= 0x80) {
+    out[pos++] = (n & 0x7f) | 0x80;
+    n >>>= 7;
+  }
+  out[pos++] = n;
+  out.set(bytes, pos);
+  return pos + bytes.length;
+}
+
 export interface MachineEncoder {
   machine(m: MachineRecord): Uint8Array;
   ack(operationId: string, m: MachineRecord): Uint8Array;
@@ -241,10 +268,20 @@ export function machineEncoder(provider: string): MachineEncoder {
       return w.finish();
     },
     list(machines, revision) {
-      const w = Writer.create();
-      for (const m of machines) w.uint32((1 << 3) | WIRE_LEN).bytes(machine(m));
-      if (revision.length > 0) w.uint32((2 << 3) | WIRE_LEN).bytes(revision);
-      return w.finish();
+      // Sized first and filled once: a full List is one allocation and one
+      // copy per machine, with no per-field bookkeeping.
+      const parts: Uint8Array[] = new Array(machines.length);
+      let size = revision.length > 0 ? lengthDelimitedSize(revision.length) : 0;
+      for (let i = 0; i < machines.length; i++) {
+        const bytes = machine(machines[i]);
+        parts[i] = bytes;
+        size += lengthDelimitedSize(bytes.length);
+      }
+      const out = new Uint8Array(size);
+      let pos = 0;
+      for (const bytes of parts) pos = putLengthDelimited(out, pos, 1, bytes);
+      if (revision.length > 0) pos = putLengthDelimited(out, pos, 2, revision);
+      return out;
     },
   };
 }

@@ -8,6 +8,7 @@ import * as protoLoader from "@grpc/proto-loader";
 import { ReflectionService } from "@grpc/reflection";
 import { HealthImplementation, protoPath as HEALTH_PROTO_PATH } from "grpc-health-check";
 import { Buffer } from "node:buffer";
+import { setImmediate } from "node:timers";
 import { fileURLToPath } from "node:url";
 import type { Ack, Kit } from "../kit/kit.ts";
 import { Code, KitError } from "../kit/errors.ts";
@@ -24,6 +25,7 @@ import {
   machineEncoder,
 } from "./codec.ts";
 import type { CreateMsg } from "./codec.ts";
+import { pacedResponses, SLICE_BYTES } from "./large_response.ts";
 
 export type Method = "Create" | "Configure" | "Drain" | "Delete" | "Get" | "List";
 
@@ -65,6 +67,8 @@ type Handler = (request: Uint8Array, call: AuthSource) => Promise<Uint8Array>;
 export async function startGrpcServer(opts: GrpcOptions): Promise<GrpcServer> {
   const { kit, observer } = opts;
   const enc = machineEncoder(opts.provider);
+  /** Large List encodings made for one response; nothing else holds them. */
+  const oneShot = new WeakSet<Uint8Array>();
 
   // Mutations check the peer's shard identity after decoding and before the
   // kit sees the request, so a refused call never moves a fence mark.
@@ -89,7 +93,9 @@ export async function startGrpcServer(opts: GrpcOptions): Promise<GrpcServer> {
     List: async (b) => {
       const f = decodeListFilter(b);
       const res = await kit.list(f);
-      return enc.list(res.machines, encodeRevision(res.revision));
+      const bytes = enc.list(res.machines, encodeRevision(res.revision));
+      if (bytes.length > SLICE_BYTES) oneShot.add(bytes);
+      return bytes;
     },
   };
 
@@ -114,7 +120,8 @@ export async function startGrpcServer(opts: GrpcOptions): Promise<GrpcServer> {
 
   const streams = new OpenStreams();
   const server = new grpc.Server({
-    interceptors: [streams.interceptor],
+    // pacedResponses first: it needs the call grpc-js built, which holds the HTTP/2 stream.
+    interceptors: [pacedResponses((m) => oneShot.has(m as Uint8Array)), streams.interceptor],
     "grpc.max_receive_message_length": opts.maxReceiveBytes ?? DEFAULT_MAX_RECEIVE,
     "grpc.max_send_message_length": -1,
   });
@@ -200,8 +207,15 @@ function unary(
 ): grpc.handleUnaryCall<Uint8Array, Uint8Array> {
   return (call, callback) => {
     const started = performance.now();
-    const finish = (code: number, error: string | null) =>
-      observer.rpc(method, code, (performance.now() - started) / 1000, error);
+    // The answer is handed to grpc-js first; its metric sample and log line
+    // (a synchronous stderr write) follow in the next turn of the event
+    // loop, after the response's headers and data have gone out and before
+    // its trailers, so a client that has seen the call end sees its metric.
+    const answer = (code: number, error: string | null, send: () => void) => {
+      const seconds = (performance.now() - started) / 1000;
+      send();
+      setImmediate(() => observer.rpc(method, code, seconds, error));
+    };
     let pending: Promise<Uint8Array>;
     try {
       pending = handler(call.request, call);
@@ -209,14 +223,10 @@ function unary(
       pending = Promise.reject(e);
     }
     pending.then(
-      (bytes) => {
-        finish(grpc.status.OK, null);
-        callback(null, bytes);
-      },
+      (bytes) => answer(grpc.status.OK, null, () => callback(null, bytes)),
       (e) => {
         const [code, details] = toStatus(method, e, observer);
-        finish(code, details);
-        callback({ code, details });
+        answer(code, details, () => callback({ code, details }));
       },
     );
   };

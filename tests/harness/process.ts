@@ -7,7 +7,14 @@ import { atExit } from "./teardown.ts";
 
 export const REPO_ROOT = new URL("../../", import.meta.url).pathname;
 
-/** `deno run` with the permissions the compiled binary is built with. */
+/** The `--v8-flags=…` the compiled binary is built with (deno.json `compile` task), if any. */
+export function compiledV8Flags(): string[] {
+  const compile = JSON.parse(Deno.readTextFileSync(`${REPO_ROOT}deno.json`)).tasks.compile;
+  const command: string = typeof compile === "string" ? compile : compile.command;
+  return command.split(/\s+/).filter((t) => t.startsWith("--v8-flags="));
+}
+
+/** `deno run` with the permissions and V8 flags the compiled binary is built with. */
 export const DEFAULT_PROVIDER_CMD = [
   Deno.execPath(),
   "run",
@@ -17,6 +24,7 @@ export const DEFAULT_PROVIDER_CMD = [
   "--allow-env",
   "--allow-sys",
   "--unstable-kv",
+  ...compiledV8Flags(),
   `${REPO_ROOT}main.ts`,
 ];
 

@@ -66,8 +66,10 @@ Deno.test("offerings: built-in slots are fully described", () => {
   });
   assert.equal(slots[31].pricePerHour, 0.0736);
   assert.deepEqual(slots[31].allocatable, [["cpu", "16"], ["memory", "32Gi"]]);
-  // Slots must not share arrays: the kit may mutate one machine's maps.
-  assert.notEqual(slots[0].resources, slots[1].resources);
+  // Slots of one offering share their maps, frozen, so no machine can change another's.
+  for (const pairs of [slots[0].resources, slots[0].allocatable, slots[0].labels]) {
+    assert.ok(Object.isFrozen(pairs) && pairs.every((p) => Object.isFrozen(p)));
+  }
 });
 
 Deno.test("offerings: slot id pads to at least three digits", () => {
