@@ -101,6 +101,8 @@ export const DEFAULT_TIMEOUTS: Timeouts = {
 };
 
 const MAX_ID_BYTES = 512;
+/** Machines of a new fleet handed to the store per commit wait. */
+const FIRST_WRITE_CHUNK = 1_000;
 const MAX_ERROR_CHARS = 4096;
 const DEFAULT_MAX_METADATA = 8 * 1024 * 1024;
 const utf8 = new TextEncoder();
@@ -118,10 +120,24 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
   // and what boot changed are written); a new one is written whole. All of it
   // happens in this synchronous step, so the store commits it as one write.
   const fleet = createFleet(store, boot.restored ? boot.machines : [], boot.rev);
-  if (boot.restored) store.putRevision(boot.rev);
-  for (const m of boot.restored ? boot.updates : boot.machines) fleet.put(m);
-  for (const id of boot.removed) store.deleteMachine(id);
-  await store.durable();
+  if (boot.restored) {
+    store.putRevision(boot.rev);
+    for (const m of boot.updates) fleet.put(m);
+    for (const id of boot.removed) store.deleteMachine(id);
+    await store.durable();
+  } else {
+    // A new fleet may be handed over a chunk at a time, each durable before the
+    // next, so 100,000 encoded records never sit in the store's queue at once
+    // (docs/performance.md); the store keeps it all-or-nothing until sealed.
+    const seal = store.openFirstWrite?.();
+    const chunk = seal ? FIRST_WRITE_CHUNK : Infinity;
+    for (let i = 0; i === 0 || i < boot.machines.length; i += chunk) {
+      for (const m of boot.machines.slice(i, i + chunk)) fleet.put(m);
+      await store.durable();
+    }
+    seal?.();
+    await store.durable();
+  }
   log.info("inventory ready: {machines} machines, revision {rev}, state {store}", {
     machines: fleet.size,
     // Committed by now; reading it also drops the fleet's bookkeeping of the boot's writes.

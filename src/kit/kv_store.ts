@@ -109,6 +109,13 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
   }
   /** Whether the format marker is on disk (set by recovery or the first commit). */
   let initialized = false;
+  /**
+   * A first inventory spanning several commits is in progress (openFirstWrite):
+   * its commits hold back the revision and the format marker, so recovery
+   * still finds the store never written, until the first commit after it ends.
+   */
+  let firstWriteOpen = false;
+  let heldRev: Item | null = null;
   let recovering: Promise<boolean> | null = null;
   let pending = new Map<string, Item>();
   /** Chunk generation currently referenced per machine id. */
@@ -218,11 +225,14 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
       } else if (item.t === "fence") {
         const { shardId, machineId, mark } = item.e;
         muts.push(mutation(["f", shardId, machineId], { e: mark.epoch, s: mark.seq }));
+      } else if (!initialized && firstWriteOpen) {
+        heldRev = item;
       } else {
         tail.push(mutation(REV_KEY, item.rev));
       }
     }
-    if (!initialized) tail.push(mutation(FORMAT_KEY, FORMAT));
+    const sealing = !initialized && !firstWriteOpen;
+    if (sealing) tail.push(mutation(FORMAT_KEY, FORMAT));
     if (!initialized || fitsOneCommit([...muts, ...tail, mutation(REDO_KEY)])) {
       // A retried batch holds every key of the failed one (newer values win), so
       // dropping the failed attempt's marker in the same commit loses nothing.
@@ -231,7 +241,7 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
       await redo(muts, tail);
     }
     staleMark = false;
-    initialized = true;
+    if (sealing) initialized = true;
     for (const [id, g] of gens) {
       const old = chunkGens.get(id);
       if (old && old !== g) deadChunks.push([id, old]);
@@ -427,6 +437,15 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
     deleteMachine: (id) => enqueue(`m\0${id}`, { t: "delete", id }),
     putFence: (e) => enqueue(`f\0${JSON.stringify([e.shardId, e.machineId])}`, { t: "fence", e }),
     putRevision: (rev) => enqueue("rev", { t: "rev", rev }),
+    openFirstWrite() {
+      firstWriteOpen = true;
+      return () => {
+        firstWriteOpen = false;
+        // The next commit writes the revision and the marker; make sure there is one.
+        if (!initialized && !pending.has("rev") && heldRev) enqueue("rev", heldRev);
+        heldRev = null;
+      };
+    },
     durable(): Promise<void> {
       if (committed >= enqueued) return Promise.resolve();
       if (failure !== null && !flushing) return Promise.reject(failure);

@@ -40,6 +40,14 @@ export interface StateStore {
   readonly committed?: number;
   /** Why commits fail (the last one failed and no retry has succeeded since); null or absent when healthy. */
   readonly failure?: string | null;
+  /**
+   * Lets the first inventory of a never-written store span several commits
+   * (each durable before the next is handed over, so a large new fleet is
+   * never queued whole): until the returned function is called and a commit
+   * follows, a restart finds the store never written and seeds again. Stores
+   * that cannot be torn by a crash leave it out.
+   */
+  openFirstWrite?(): () => void;
   /** Commits what is queued (one attempt if commits are failing), then releases the state. */
   close(): Promise<void>;
 }

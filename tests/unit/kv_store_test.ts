@@ -233,6 +233,39 @@ Deno.test("kv store: a first inventory cut short loads as empty, and nothing of 
     assert.deepEqual(await keys(path), []);
   }));
 
+Deno.test("kv store: a first write held open across commits is no fleet until it is sealed", () =>
+  withStore(async (path) => {
+    // Two committed chunks of a new fleet, then a crash before the seal.
+    let s = await openKvStore(path);
+    let seal = s.openFirstWrite!();
+    for (const chunk of [["a", "b"], ["c"]]) {
+      for (const id of chunk) s.putMachine(machine(id));
+      s.putRevision(7);
+      await s.durable();
+    }
+    await s.close();
+    assert.ok((await keys(path)).length >= 3, "the chunks did land");
+    s = await openKvStore(path);
+    assert.equal(await s.load(), null, "an unsealed first write is no fleet");
+    assert.deepEqual(await keys(path), []);
+
+    // The same, sealed: every chunk and the revision are the fleet.
+    seal = s.openFirstWrite!();
+    for (const chunk of [["a", "b"], ["c"]]) {
+      for (const id of chunk) s.putMachine(machine(id));
+      s.putRevision(9);
+      await s.durable();
+    }
+    seal();
+    await s.durable();
+    await s.close();
+    s = await openKvStore(path);
+    const loaded = await s.load();
+    await s.close();
+    assert.deepEqual(loaded?.machines.map((m) => m.id).sort(), ["a", "b", "c"]);
+    assert.equal(loaded?.rev, 9);
+  }));
+
 Deno.test("kv store: a batch over one commit is durable from its redo marker on", () =>
   withStore(async (path) => {
     assert.ok(await writeBatch(path, fleet(3000, 1), 1));
