@@ -5,9 +5,7 @@ export const Code = {
   InvalidArgument: 3,
   NotFound: 5,
   PermissionDenied: 7,
-  ResourceExhausted: 8,
   FailedPrecondition: 9,
-  Unimplemented: 12,
   /** Out-of-position calls: anything but FAILED_PRECONDITION, which is reserved for fencing. */
   Internal: 13,
   Unavailable: 14,

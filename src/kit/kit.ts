@@ -161,8 +161,6 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
   // Unique per process life: op ids never repeat across restarts.
   const bootId = Date.now().toString(36) + crypto.randomUUID().slice(0, 6);
 
-  // ---- accept path ---------------------------------------------------------
-
   // ---- answers and durability ---------------------------------------------
   //
   // Every answer waits until the changes made so far are committed, so nothing

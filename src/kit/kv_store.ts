@@ -28,6 +28,8 @@
 // succeeds. The failure is logged once, and the recovery once.
 
 import { getLogger } from "@logtape/logtape";
+import { Buffer } from "node:buffer";
+import { fenceKey } from "./fence.ts";
 import type { FenceEntry, PersistedState, StateStore } from "./store.ts";
 import type { MachineRecord } from "./model.ts";
 import { decodeRecord, encodeRecord } from "./record_codec.ts";
@@ -389,14 +391,8 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
     const parts: Uint8Array[] = [];
     for await (const e of kv.list<Uint8Array>({ prefix: ["mc", id, v.g!] })) parts.push(e.value);
     if (parts.length !== v.n) throw new Error(`state store: machine ${id} is missing chunks`);
-    const all = new Uint8Array(parts.reduce((s, p) => s + p.length, 0));
-    let off = 0;
-    for (const p of parts) {
-      all.set(p, off);
-      off += p.length;
-    }
     chunkGens.set(id, v.g!);
-    return decodeRecord(all);
+    return decodeRecord(Buffer.concat(parts));
   }
 
   return {
@@ -435,7 +431,7 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
     },
     putMachine: (m) => enqueue(`m\0${m.id}`, { t: "machine", id: m.id, bytes: encodeRecord(m) }),
     deleteMachine: (id) => enqueue(`m\0${id}`, { t: "delete", id }),
-    putFence: (e) => enqueue(`f\0${JSON.stringify([e.shardId, e.machineId])}`, { t: "fence", e }),
+    putFence: (e) => enqueue(`f\0${fenceKey(e.shardId, e.machineId)}`, { t: "fence", e }),
     putRevision: (rev) => enqueue("rev", { t: "rev", rev }),
     openFirstWrite() {
       firstWriteOpen = true;

@@ -3,6 +3,7 @@
 // kept-alive connection can carry the next request. Only what pve-http-server
 // sends is needed: Content-Length or chunked bodies, `Connection: close`.
 
+import { Buffer } from "node:buffer";
 import { TransportError } from "./errors.ts";
 import type { RawRequest, RawResponse } from "./transport.ts";
 
@@ -14,21 +15,7 @@ export function encodeRequest(req: RawRequest): Uint8Array {
   if (req.body !== undefined) lines.push(`Content-Length: ${req.body.length}`);
   const head = new TextEncoder().encode(lines.join("\r\n") + "\r\n\r\n");
   if (req.body === undefined || req.body.length === 0) return head;
-  const out = new Uint8Array(head.length + req.body.length);
-  out.set(head);
-  out.set(req.body, head.length);
-  return out;
-}
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  if (parts.length === 1) return parts[0];
-  const out = new Uint8Array(parts.reduce((n, c) => n + c.length, 0));
-  let o = 0;
-  for (const c of parts) {
-    out.set(c, o);
-    o += c.length;
-  }
-  return out;
+  return Buffer.concat([head, req.body]);
 }
 
 function indexOfCrlf(buf: Uint8Array, from: number, double: boolean): number {
@@ -71,7 +58,7 @@ export class ResponseParser {
       if (chunk.length > 0) this.#keepAlive = false;
       return;
     }
-    this.#buf = this.#buf.length === 0 ? chunk : concat([this.#buf, chunk]);
+    this.#buf = this.#buf.length === 0 ? chunk : Buffer.concat([this.#buf, chunk]);
     while (!this.done) {
       const f = this.#framing;
       if (f === null) {
@@ -110,7 +97,7 @@ export class ResponseParser {
   }
 
   response(): RawResponse {
-    return { status: this.#status, reason: this.#reason, body: concat(this.#body) };
+    return { status: this.#status, reason: this.#reason, body: Buffer.concat(this.#body) };
   }
 
   #readHead(): boolean {
