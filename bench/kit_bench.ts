@@ -8,7 +8,6 @@ import type { Kit } from "../src/kit/kit.ts";
 import { openKvStore } from "../src/kit/kv_store.ts";
 import { createMemoryStore } from "../src/kit/store.ts";
 import type { StateStore } from "../src/kit/store.ts";
-import { builtinCatalog } from "../src/config/catalog.ts";
 import type { Slot } from "../src/config/types.ts";
 import { decodeConfigure, machineEncoder } from "../src/server/codec.ts";
 import { encodeRevision } from "../src/kit/revision.ts";
@@ -23,17 +22,14 @@ function slots(n: number): Slot[] {
     resources: [["cpu", "1"], ["memory", "2Gi"]],
     allocatable: [["cpu", "8"], ["memory", "16Gi"]],
     labels: [],
-    vcpu: 8,
-    memoryMib: 16384,
   }));
 }
 
 async function kitOf(n: number, store: StateStore): Promise<Kit> {
   return await startKit({
     provider: "bench",
-    backend: createFakeBackend({ zones: ["pve-a"], delayMs: 0 }),
+    backend: createFakeBackend({ delayMs: 0 }),
     store,
-    catalog: builtinCatalog({ kind: "vmid", vmid: 9000 }),
     slots: slots(n),
   });
 }

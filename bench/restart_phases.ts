@@ -61,9 +61,8 @@ const timedStore = {
 t = now();
 const kit = await startKit({
   provider: config.provider,
-  backend: createFakeBackend({ zones: config.zones, delayMs: 0 }),
+  backend: createFakeBackend({ delayMs: 0 }),
   store: timedStore,
-  catalog: config.catalog,
   slots: config.slots,
 });
 const kitMs = now() - t - loadMs;

@@ -7,7 +7,7 @@ import { getLogger } from "@logtape/logtape";
 import type { Config } from "./config/types.ts";
 import { createFakeBackend } from "./fake/backend.ts";
 import type { Backend } from "./kit/backend.ts";
-import { startKit } from "./kit/kit.ts";
+import { DEFAULT_TIMEOUTS, startKit } from "./kit/kit.ts";
 import type { Kit, Timeouts } from "./kit/kit.ts";
 import { openKvStore } from "./kit/kv_store.ts";
 import { createMemoryStore } from "./kit/store.ts";
@@ -58,6 +58,7 @@ export async function startApp(config: Config, opts: AppOptions = {}): Promise<A
   // First, so /healthz answers while the inventory loads and /readyz says 503.
   const ops = config.metricsAddr ? startOpsServer(config.metricsAddr, metrics, readiness) : null;
   const { credentials, security } = serverCredentials(config.tls);
+  const timeouts: Timeouts = { ...DEFAULT_TIMEOUTS, ...opts.timeouts };
 
   let backend: Backend | undefined;
   let store: StateStore | undefined;
@@ -66,7 +67,7 @@ export async function startApp(config: Config, opts: AppOptions = {}): Promise<A
   try {
     // First: a second provider on the same state is refused before it does anything.
     store = config.statePath ? await openKvStore(config.statePath) : createMemoryStore();
-    backend = opts.backend ?? await createBackend(config, metrics);
+    backend = opts.backend ?? await createBackend(config, metrics, timeouts);
     if (backend.kind === "fake") {
       log.warn(
         "running the in-memory FAKE backend: no Proxmox VM is ever created (testing and demos only)",
@@ -76,9 +77,8 @@ export async function startApp(config: Config, opts: AppOptions = {}): Promise<A
       provider: config.provider,
       backend,
       store,
-      catalog: config.catalog,
       slots: config.slots,
-      timeouts: opts.timeouts,
+      timeouts,
     });
     server = await startGrpcServer({
       kit: opts.wrapKit ? opts.wrapKit(kit) : kit,
@@ -142,14 +142,18 @@ export async function startApp(config: Config, opts: AppOptions = {}): Promise<A
   };
 }
 
-async function createBackend(config: Config, metrics: Metrics): Promise<Backend> {
-  if (config.backend === "fake") {
-    return createFakeBackend({ zones: config.zones, delayMs: config.fakeDelayMs });
-  }
+async function createBackend(
+  config: Config,
+  metrics: Metrics,
+  timeouts: Timeouts,
+): Promise<Backend> {
+  if (config.backend === "fake") return createFakeBackend({ delayMs: config.fakeDelayMs });
   // Loaded on demand: the fake never pays for the Proxmox client.
   const { createProxmoxBackend } = await import("./proxmox/mod.ts");
   return await createProxmoxBackend(config, {
     observe: (op, outcome, seconds) => metrics.apiCall(op, outcome, seconds),
+    // In-guest waits end before the kit gives up on the transition.
+    timeouts,
   });
 }
 

@@ -1,6 +1,7 @@
 // Offerings: what slots exist. Either the built-in mix sized by --seed-count
 // or an operator JSON file; both expand into fully described Slots.
 
+import type { Pairs } from "../kit/model.ts";
 import type { InstanceType, Slot } from "./types.ts";
 import { JsonObject, type JsonValue, kindOf, objectFields, parseJson } from "./json.ts";
 import { allocatableOf, sortedNames } from "./catalog.ts";
@@ -147,16 +148,14 @@ export function expandSlots(
         resources,
         allocatable,
         labels,
-        vcpu: it.vcpu,
-        memoryMib: it.memoryMib,
       });
     }
   }
   return slots;
 }
 
-function frozenPairs(pairs: readonly [string, string][]): [string, string][] {
-  return Object.freeze(pairs.map(([k, v]) => Object.freeze([k, v]))) as [string, string][];
+function frozenPairs(pairs: readonly [string, string][]): Pairs {
+  return Object.freeze(pairs.map(([k, v]) => Object.freeze([k, v] as const)));
 }
 
 /** `<provider>/OnDemand/<type>/<zone>/<NNN>` (Go `%03d`: at least three digits). */

@@ -2,6 +2,8 @@
 // Produced only by loadConfig (src/config/load.ts); nothing downstream re-parses
 // flags or files.
 
+import type { Slot } from "../kit/model.ts";
+
 /** A listen address. host "" means every interface. */
 export interface ListenAddr {
   host: string;
@@ -31,21 +33,13 @@ export interface InstanceType {
   template: TemplateSource;
 }
 
-/** One speculative slot: a future machine, fully described before any VM exists. */
-export interface Slot {
-  /** `<provider>/OnDemand/<instance_type>/<zone>/<NNN>` */
-  id: string;
-  instanceType: string;
-  zone: string;
-  pricePerHour: number;
-  /** From the offering; may be empty. Ordered [key, value] pairs. */
-  resources: [string, string][];
-  /** From the catalog: cpu = vCPU, memory = `NGi` or `NMi`. */
-  allocatable: [string, string][];
-  labels: [string, string][];
-  vcpu: number;
-  memoryMib: number;
-}
+/**
+ * One speculative slot: `<provider>/OnDemand/<instance_type>/<zone>/<NNN>`,
+ * described from its offering (resources, labels) and catalog entry
+ * (allocatable: cpu = vCPU, memory = `NGi` or `NMi`). The shape is the kit's:
+ * config produces it, the kit consumes it.
+ */
+export type { Slot };
 
 export interface ProxmoxConfig {
   apiUrl: string;

@@ -1,78 +1,62 @@
-// The in-memory fake: a tiny Proxmox stand-in behind the same Backend seam,
-// for the credential-free certification run and demos. Every transition takes
+// The in-memory fake: the smallest Backend (src/kit/backend.ts), for the
+// credential-free certification run and demos. Every transition takes
 // `delayMs` (0 = next tick, so transitional states are still observable).
-// It is lenient about VMs it has forgotten (a restart empties it while the
-// state store remembers them): it simply takes them back.
+// It ignores sizing. It is lenient about hosts it has forgotten (a restart
+// empties it while the state store remembers them): it simply takes them back.
 
 import type { Backend, ManagedVm } from "../kit/backend.ts";
 import { sleep } from "../kit/deadline.ts";
 
 export interface FakeOptions {
-  zones: readonly string[];
   delayMs: number;
-  /** First VMID handed out; real clusters start user VMs at 100. */
-  firstVmid?: number;
 }
 
+/** What orphans are listed as: the Proxmox backend's name, so the fake stands in for it. */
+const ORPHAN_TYPE = "pve.orphan";
+
 interface FakeVm {
-  machineId: string;
-  node: string;
-  vmid: number;
-  cluster: string;
-  running: boolean;
+  hostRef: string;
+  zone: string;
 }
 
 export function createFakeBackend(opts: FakeOptions): Backend {
   const vms = new Map<string, FakeVm>();
-  let nextVmid = opts.firstVmid ?? 100;
+  let nextId = 100;
 
-  function adopt(machineId: string, hostRef: string): FakeVm {
-    let vm = vms.get(machineId);
-    if (!vm) {
-      const [node, vmid] = hostRef.split("/");
-      vm = { machineId, node, vmid: Number(vmid), cluster: "", running: true };
-      vms.set(machineId, vm);
-    }
-    return vm;
+  function adopt(machineId: string, hostRef: string): void {
+    // Its own host ref format: `<zone>/<n>`.
+    if (!vms.has(machineId)) vms.set(machineId, { hostRef, zone: hostRef.split("/")[0] });
   }
 
   return {
     kind: "fake",
-    zones: opts.zones,
     async create(slot, signal) {
       await sleep(opts.delayMs, signal);
       let vm = vms.get(slot.machineId);
       if (!vm) {
-        vm = {
-          machineId: slot.machineId,
-          node: slot.zone,
-          vmid: nextVmid++,
-          cluster: "",
-          running: true,
-        };
+        vm = { hostRef: `${slot.zone}/${nextId++}`, zone: slot.zone };
         vms.set(slot.machineId, vm);
       }
-      return { hostRef: `${vm.node}/${vm.vmid}` };
+      return { hostRef: vm.hostRef };
     },
-    async configure(m, spec, signal) {
+    async configure(m, _spec, signal) {
       await sleep(opts.delayMs, signal);
-      adopt(m.machineId, m.hostRef).cluster = spec.clusterId;
+      adopt(m.machineId, m.hostRef);
     },
     async drain(m, _grace, signal) {
       await sleep(opts.delayMs, signal);
-      adopt(m.machineId, m.hostRef).cluster = "";
+      adopt(m.machineId, m.hostRef);
     },
     async delete(m, signal) {
       await sleep(opts.delayMs, signal);
       vms.delete(m.machineId);
     },
     describe(): Promise<ManagedVm[]> {
-      return Promise.resolve([...vms.values()].map((vm) => ({
-        machineId: vm.machineId,
-        hostRef: `${vm.node}/${vm.vmid}`,
-        node: vm.node,
-        vmid: vm.vmid,
-        status: vm.running ? "running" : "stopped",
+      return Promise.resolve([...vms].map(([machineId, vm]) => ({
+        machineId,
+        hostRef: vm.hostRef,
+        zone: vm.zone,
+        instanceType: ORPHAN_TYPE,
         cloning: false,
       })));
     },

@@ -1,24 +1,26 @@
-// The substrate seam. A Backend only knows how to make, bootstrap, drain and
-// destroy VMs and how to describe the ones it manages. Everything about the
-// BigFleet contract (fencing, idempotency, states, timeouts, persistence)
-// lives in the kit; the kit calls these methods from background tasks and
-// aborts `signal` when a transition times out.
+// The substrate seam. A Backend makes, bootstraps, drains and destroys hosts
+// and describes the ones it manages; it is told only BigFleet facts (machine
+// id, operation id, instance type, zone) and resolves everything
+// substrate-specific (sizing, template, placement) itself. Where a machine
+// lives is a host ref the backend mints on create: the kit stores it, shows it
+// and hands it back, never reads it. Everything about the BigFleet contract
+// (fencing, idempotency, states, timeouts, persistence) lives in the kit; the
+// kit calls these methods from background tasks and aborts `signal` when a
+// transition times out. docs/design.md#adding-a-backend says how to add one.
 
-/** What the backend needs to know about a slot to create its VM. */
+/** What the backend is told about a slot to create its host. */
 export interface SlotSpec {
   /** The BigFleet machine id, verbatim. */
   machineId: string;
-  /** The kit's operation id for this Create (recorded on the VM for adoption). */
+  /** The kit's operation id for this Create (a backend may record it on the host for adoption). */
   operationId: string;
-  /** Catalog name; a backend maps (instance type, zone) to its source (e.g. a template) itself. */
+  /** The slot's instance type; the backend maps it (and the zone) to sizing and source itself. */
   instanceType: string;
-  /** The BigFleet zone, which is a Proxmox node name on the real backend. */
+  /** The slot's zone. */
   zone: string;
-  vcpu: number;
-  memoryMib: number;
 }
 
-/** A machine that already has a VM. `hostRef` is `<node>/<vmid>`. */
+/** A machine that already has a host: the host ref its create returned. */
 export interface HostedMachine {
   machineId: string;
   hostRef: string;
@@ -30,32 +32,31 @@ export interface ConfigureSpec {
   bootstrap: Uint8Array;
 }
 
-/** One VM this provider manages, as the substrate reports it. */
+/** One host this provider manages, as the substrate reports it. */
 export interface ManagedVm {
-  /** Machine id read from the VM's marker; "" when the marker is missing. */
+  /** The machine id recorded on the host; "" when it carries none. */
   machineId: string;
   hostRef: string;
-  node: string;
-  vmid: number;
-  status: "running" | "stopped" | "unknown";
-  /** True while a clone into this VM is still in flight. */
+  /** The zone it is in now. */
+  zone: string;
+  /** The instance type to list it under when no slot claims it (an orphan). */
+  instanceType: string;
+  /** True while its create is still in flight (it may be a retried Create's). */
   cloning: boolean;
 }
 
 export interface Backend {
-  /** "fake" or "proxmox"; used in logs and the startup line. */
-  readonly kind: "fake" | "proxmox";
-  /** Zones (node names) this backend can place VMs in. */
-  readonly zones: readonly string[];
-  /** Clone, size, tag and start a VM for the slot; resolve once its guest agent answers. Idempotent on machineId. */
+  /** A label for logs and the startup line ("fake", "proxmox"). */
+  readonly kind: string;
+  /** Make (or adopt) the slot's host and start it; resolve once it is usable. Idempotent on machineId. */
   create(slot: SlotSpec, signal: AbortSignal): Promise<{ hostRef: string }>;
   /** Deliver the bootstrap and run the hook; resolve only after the hook exited 0. */
   configure(machine: HostedMachine, spec: ConfigureSpec, signal: AbortSignal): Promise<void>;
-  /** Drain the node out of its cluster, bounded by the grace period. */
+  /** Drain the machine's Kubernetes node out of its cluster, bounded by the grace period. */
   drain(machine: HostedMachine, graceSeconds: bigint, signal: AbortSignal): Promise<void>;
-  /** Stop and destroy the VM with its disks; resolve when it is really gone (already gone is success). */
+  /** Destroy the host; resolve when it is really gone (already gone is success). */
   delete(machine: HostedMachine, signal: AbortSignal): Promise<void>;
-  /** Every VM this provider manages. Used to rebuild inventory and to reconcile. */
+  /** Every host this provider manages. Used to rebuild inventory and to reconcile. */
   describe(signal: AbortSignal): Promise<ManagedVm[]>;
   /** Release sockets and timers. */
   close(): Promise<void>;

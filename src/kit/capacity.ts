@@ -6,14 +6,13 @@
 // inventory when its Delete completes; a record whose instance type or zone
 // no longer matches its slot is left untouched and reported. Descriptive
 // fields (price, resources, allocatable, labels) follow the slot only while
-// the machine is SPECULATIVE: a machine with a VM keeps what it was made as.
+// the machine is SPECULATIVE: a machine with a host keeps what it was made as.
 //
 // The result is applied by the kit in one synchronous step, so the state
 // store commits it as one logical write.
 
-import type { Slot } from "../config/types.ts";
 import { ON_DEMAND, State } from "./model.ts";
-import type { MachineRecord, Pairs } from "./model.ts";
+import type { MachineRecord, Pairs, Slot } from "./model.ts";
 
 export interface CapacityChange {
   /** Records to write: new slots, retired machines, refreshed SPECULATIVE ones. */
@@ -107,7 +106,7 @@ export function planCapacityChange(
         if (!m.orphan) change.refreshed++;
       }
     } else if (m.orphan) {
-      // Back in the offerings while it still has a VM: it stays, as a slot.
+      // Back in the offerings while it still has a host: it stays, as a slot.
       change.put.push({ ...m, orphan: false });
     }
   }

@@ -1,21 +1,20 @@
 // Where the inventory comes from at boot. When the state store is empty: one SPECULATIVE
-// machine per slot, except where the substrate already holds a VM made for
+// machine per slot, except where the substrate already holds a host made for
 // that slot (an earlier life without --state), which comes back IDLE with its
-// host. Tagged VMs with no slot are surfaced IDLE as orphans so they can be
+// host. Managed hosts with no slot are surfaced IDLE as orphans so they can be
 // deleted. When the store holds a fleet, it is the inventory, adjusted to the
 // current slots (capacity.ts).
 
-import type { Slot } from "../config/types.ts";
 import type { Backend, ManagedVm } from "./backend.ts";
 import { State, transitionalKind } from "./model.ts";
-import type { MachineRecord } from "./model.ts";
+import type { MachineRecord, Slot } from "./model.ts";
 import type { FenceEntry, StateStore } from "./store.ts";
 import { planCapacityChange, slotMachine } from "./capacity.ts";
 import type { CapacityChange } from "./capacity.ts";
 
 const DESCRIBE_AT_BOOT_MS = 120_000;
 
-/** The id an orphan VM is listed under: its marker's machine id, else one derived from its host. */
+/** The id an orphan is listed under: the machine id its host carries, else one derived from its host ref. */
 export function orphanId(provider: string, vm: ManagedVm): string {
   return vm.machineId !== "" ? vm.machineId : `${provider}/orphan/${vm.hostRef}`;
 }
@@ -24,14 +23,12 @@ export function orphanMachine(provider: string, vm: ManagedVm): MachineRecord {
   return {
     ...slotMachine({
       id: orphanId(provider, vm),
-      instanceType: "pve.orphan",
-      zone: vm.node,
+      instanceType: vm.instanceType,
+      zone: vm.zone,
       pricePerHour: 0,
       resources: [],
       allocatable: [],
       labels: [],
-      vcpu: 0,
-      memoryMib: 0,
     }),
     state: State.Idle,
     hostRef: vm.hostRef,
@@ -82,7 +79,7 @@ export interface BootInventory {
  * nothing is re-seeded, transitions cut short by the restart become FAILED,
  * a changed set of slots is applied by the rules in capacity.ts, and the
  * revision moves one past the saved one so every pre-restart cursor returns
- * the full fleet. An empty store gets the slots (and any VMs the substrate
+ * the full fleet. An empty store gets the slots (and any hosts the substrate
  * already holds), starting from the clock so cursors from an earlier,
  * forgotten life are older.
  */

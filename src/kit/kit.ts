@@ -9,7 +9,6 @@
 // "answers and durability" below says what happens when they cannot be.
 
 import { getLogger } from "@logtape/logtape";
-import type { InstanceType, Slot } from "../config/types.ts";
 import type { Backend, HostedMachine } from "./backend.ts";
 import { Code, KitError } from "./errors.ts";
 import { formatMs, withDeadline } from "./deadline.ts";
@@ -20,7 +19,7 @@ import type { FleetView, Selection } from "./fleet.ts";
 import { bootInventory, orphanId, orphanMachine } from "./inventory.ts";
 import { describeChange } from "./capacity.ts";
 import { EDGES, State, STATE_NAMES } from "./model.ts";
-import type { MachineRecord, OpKind, Pairs } from "./model.ts";
+import type { MachineRecord, OpKind, Pairs, Slot } from "./model.ts";
 import type { StateStore } from "./store.ts";
 
 export interface Timeouts {
@@ -34,7 +33,6 @@ export interface KitOptions {
   provider: string;
   backend: Backend;
   store: StateStore;
-  catalog: ReadonlyMap<string, InstanceType>;
   slots: readonly Slot[];
   /** Milliseconds per transition kind; defaults are the contract's 8m/8m/15m/5m. */
   timeouts?: Partial<Timeouts>;
@@ -109,7 +107,7 @@ const utf8 = new TextEncoder();
 const log = getLogger(["bigfleet", "kit"]);
 
 export async function startKit(opts: KitOptions): Promise<Kit> {
-  const { backend, store, catalog, provider } = opts;
+  const { backend, store, provider } = opts;
   const timeouts: Timeouts = { ...DEFAULT_TIMEOUTS, ...opts.timeouts };
   const maxMetadata = opts.maxMetadataBytes ?? DEFAULT_MAX_METADATA;
 
@@ -362,15 +360,11 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
     create: (call) =>
       answer(() =>
         accept("create", call, noCheck, same, async (m, opId, signal) => {
-          const type = catalog.get(m.instanceType);
-          if (!type) throw new Error(`instance type ${m.instanceType} is not in the catalog`);
           const { hostRef } = await backend.create({
             machineId: m.id,
             operationId: opId,
             instanceType: m.instanceType,
             zone: m.zone,
-            vcpu: type.vcpu,
-            memoryMib: type.memoryMib,
           }, signal);
           return { hostRef };
         })
@@ -434,13 +428,13 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
           const id = orphanId(provider, vm);
           const m = fleet.get(id);
           if (!m) {
-            // A clone still in flight may belong to a Create of ours being retried: wait.
+            // A host still being created may be a retried Create's of ours: wait.
             if (vm.cloning || closed) continue;
             fleet.put(orphanMachine(provider, vm));
             orphans++;
             continue;
           }
-          // Follow a VM that moved to another node; nothing else is touched.
+          // Follow a host that moved (its backend names it anew); nothing else is touched.
           const stable = m.state === State.Idle || m.state === State.Configured;
           if (stable && m.hostRef !== "" && m.hostRef !== vm.hostRef && !vm.cloning) {
             fleet.put({ ...m, hostRef: vm.hostRef });

@@ -28,7 +28,7 @@ export const STATE_NAMES: Record<State, string> = {
   8: "FAILED",
 };
 
-/** Wire value of CAPACITY_TYPE_ON_DEMAND: the only kind Proxmox offers. */
+/** Wire value of CAPACITY_TYPE_ON_DEMAND: every slot is on-demand (the offerings accept no other). */
 export const ON_DEMAND = 3;
 
 export type OpKind = "create" | "configure" | "drain" | "delete";
@@ -43,10 +43,23 @@ export const EDGES: Record<OpKind, { from: State; via: State; to: State }> = {
 
 export type Pairs = readonly (readonly [string, string])[];
 
+/** One slot of the offerings: a machine BigFleet may ask for, fully described before it exists. */
+export interface Slot {
+  /** The machine id. */
+  readonly id: string;
+  readonly instanceType: string;
+  readonly zone: string;
+  readonly pricePerHour: number;
+  /** Ordered [key, value] pairs; may be empty. */
+  readonly resources: Pairs;
+  readonly allocatable: Pairs;
+  readonly labels: Pairs;
+}
+
 export interface MachineRecord {
   readonly id: string;
   readonly state: State;
-  /** `<node>/<vmid>`; "" while no VM exists. */
+  /** Where the machine lives, as its backend's create named it (opaque here); "" while it has no host. */
   readonly hostRef: string;
   readonly instanceType: string;
   readonly zone: string;
@@ -61,7 +74,7 @@ export interface MachineRecord {
   readonly lastError: string;
   /** Idempotency history: the last operation id minted per kind. Never cleared. */
   readonly ops: Readonly<Partial<Record<OpKind, string>>>;
-  /** A VM found on the substrate with no slot: removed from inventory once deleted. */
+  /** A machine with no slot (a host found on the substrate, or a retired slot): removed from inventory once deleted. */
   readonly orphan: boolean;
 }
 

@@ -5,6 +5,7 @@
 import { getLogger } from "@logtape/logtape";
 import type { Config } from "../config/types.ts";
 import { type Backend, BackendError, type SlotSpec } from "../kit/backend.ts";
+import { DEFAULT_TIMEOUTS } from "../kit/kit.ts";
 import { createCloner } from "./clone.ts";
 import { connectApi } from "./connect.ts";
 import {
@@ -15,7 +16,7 @@ import {
   type ProxmoxDeps,
   type Timing,
 } from "./context.ts";
-import { describeManaged } from "./describe.ts";
+import { describeManaged, type PveVm } from "./describe.ts";
 import { deleteVm, drainNode, ensureRunning, runBootstrap } from "./lifecycle.ts";
 import { hostRefOf, parseHostRef } from "./naming.ts";
 import { locateOwned } from "./ownership.ts";
@@ -24,10 +25,15 @@ import { secondsSince } from "./util.ts";
 
 const log = getLogger(["bigfleet", "proxmox"]);
 
+/** The Backend, describing VMs with their node, VMID and power state too. */
+export interface ProxmoxBackend extends Backend {
+  describe(signal: AbortSignal): Promise<PveVm[]>;
+}
+
 export async function createProxmoxBackend(
   cfg: Config,
   deps: ProxmoxDeps = {},
-): Promise<Backend> {
+): Promise<ProxmoxBackend> {
   const px = cfg.proxmox;
   if (px === null) throw new BackendError("proxmox backend selected without proxmox settings");
   const timing: Timing = { ...DEFAULT_TIMING, ...deps.timing };
@@ -42,7 +48,8 @@ export async function createProxmoxBackend(
     ctx.api.close();
     throw err;
   });
-  const cloneOrAdopt = createCloner(ctx, px.pool, cfg.catalog);
+  const cloneOrAdopt = createCloner(ctx, px.pool);
+  const drainTimeoutMs = deps.timeouts?.drain ?? DEFAULT_TIMEOUTS.drain;
   /** One Create per machine at a time inside this process; a second call joins the first. */
   const creating = new Map<string, Promise<Located>>();
 
@@ -64,9 +71,14 @@ export async function createProxmoxBackend(
 
   /** Adopt or clone the machine's VM, then wait until it runs with its guest agent up. */
   async function create(slot: SlotSpec, signal: AbortSignal): Promise<{ hostRef: string }> {
+    // Sizing and template come from the catalog entry of the slot's type.
+    const type = cfg.catalog.get(slot.instanceType);
+    if (type === undefined) {
+      throw new BackendError(`instance type ${slot.instanceType} is not in the catalog`);
+    }
     let pending = creating.get(slot.machineId);
     if (pending === undefined) {
-      pending = observed("CloneVM", () => cloneOrAdopt(slot, signal));
+      pending = observed("CloneVM", () => cloneOrAdopt(slot, type, signal));
       creating.set(slot.machineId, pending);
       pending.then(
         () => creating.delete(slot.machineId),
@@ -86,7 +98,6 @@ export async function createProxmoxBackend(
 
   return {
     kind: "proxmox",
-    zones: ctx.nodes,
     create,
     async configure(machine, spec, signal) {
       const loc = await locateOwned(ctx, machine, signal);
@@ -96,7 +107,7 @@ export async function createProxmoxBackend(
     async drain(machine, graceSeconds, signal) {
       const loc = await locateOwned(ctx, machine, signal);
       await observed("EnsureRunning", () => ensureRunning(ctx, loc.node, loc.vmid, signal));
-      await observed("Drain", () => drainNode(ctx, loc, graceSeconds, signal));
+      await observed("Drain", () => drainNode(ctx, loc, graceSeconds, drainTimeoutMs, signal));
     },
     delete: (machine, signal) =>
       observed("DeleteVM", async () => {

@@ -1,7 +1,7 @@
 // Create's VM step: adopt the VM a previous or concurrent attempt already made
 // for the machine (found by its marker, waiting out in-flight clones), or
 // clone the zone's template (templates.ts; waiting out a lock such as a
-// backup's) into a fresh VMID, then apply the slot's sizing.
+// backup's) into a fresh VMID, then apply the instance type's sizing.
 //
 // nextid reserves nothing (docs/proxmox-notes.md "VMID allocation and clone
 // races"), so VMIDs are allocated under a process-wide mutex, held as
@@ -44,8 +44,12 @@ import {
   vmPath,
 } from "./vm.ts";
 
-/** Adopt or clone the VM for a slot's machine, sized for the slot. */
-export type CloneOrAdopt = (slot: SlotSpec, signal: AbortSignal) => Promise<Located>;
+/** Adopt or clone the VM for a slot's machine, sized and sourced by its instance type. */
+export type CloneOrAdopt = (
+  slot: SlotSpec,
+  type: InstanceType,
+  signal: AbortSignal,
+) => Promise<Located>;
 
 const log = getLogger(["bigfleet", "proxmox"]);
 
@@ -55,15 +59,8 @@ const RACE_RE = /config file already exists|can't lock file '[^']*lock-\d+\.conf
 /** A source VM refusing a clone because of its config lock (`VM is locked (backup)`). */
 const SOURCE_LOCKED_RE = /^VM is locked \(/;
 
-/**
- * Clones go into `pool` ("" for none) from the catalog's templates; the VMID
- * memory lives as long as the returned function.
- */
-export function createCloner(
-  ctx: ProxmoxContext,
-  pool: string,
-  catalog: ReadonlyMap<string, InstanceType>,
-): CloneOrAdopt {
+/** Clones go into `pool` ("" for none); the VMID memory lives as long as the returned function. */
+export function createCloner(ctx: ProxmoxContext, pool: string): CloneOrAdopt {
   const { api, nodes, timing, cloning } = ctx;
   const cloneMutex = createMutex();
   /** VMIDs handed to a clone POST whose task has not finished: nextid cannot see them yet. */
@@ -95,12 +92,12 @@ export function createCloner(
     throw new BackendError("no free VMID found");
   }
 
-  /** The zone's template for the slot's type, once no lock (a backup, a migration) is on it. */
-  async function unlockedTemplate(slot: SlotSpec, signal: AbortSignal): Promise<TemplateRef> {
-    const type = catalog.get(slot.instanceType);
-    if (type === undefined) {
-      throw new BackendError(`instance type ${slot.instanceType} is not in the catalog`);
-    }
+  /** The zone's template for the type, once no lock (a backup, a migration) is on it. */
+  async function unlockedTemplate(
+    slot: SlotSpec,
+    type: InstanceType,
+    signal: AbortSignal,
+  ): Promise<TemplateRef> {
     // Backups take minutes: back off so many waiting Creates stay cheap.
     const backoff = { initialMs: timing.settleMs, maxMs: timing.settleMs * 10, factor: 2 };
     return await pollUntil(signal, backoff, async (call) => {
@@ -120,7 +117,11 @@ export function createCloner(
   }
 
   /** Clone the zone's template into a fresh VMID, retrying lost races and waiting out locks. */
-  async function cloneNew(slot: SlotSpec, signal: AbortSignal): Promise<Located> {
+  async function cloneNew(
+    slot: SlotSpec,
+    type: InstanceType,
+    signal: AbortSignal,
+  ): Promise<Located> {
     const body = {
       newid: 0,
       name: vmName(slot.machineId),
@@ -130,7 +131,7 @@ export function createCloner(
       pool: pool !== "" ? pool : undefined,
     };
     for (let attempt = 1;;) {
-      const tmpl = await unlockedTemplate(slot, signal);
+      const tmpl = await unlockedTemplate(slot, type, signal);
       const srcNode = tmpl.node;
       const what = `clone of template ${tmpl.vmid}`;
       const started = await cloneMutex.run(async () => {
@@ -206,7 +207,7 @@ export function createCloner(
     }
   }
 
-  return async function cloneOrAdopt(slot: SlotSpec, signal: AbortSignal): Promise<Located> {
+  return async function cloneOrAdopt(slot, type, signal): Promise<Located> {
     if (!nodes.includes(slot.zone)) {
       throw new BackendError(`zone ${slot.zone} is not one of the configured nodes`);
     }
@@ -220,9 +221,9 @@ export function createCloner(
       });
       loc = existing;
     } else {
-      loc = await cloneNew(slot, signal);
+      loc = await cloneNew(slot, type, signal);
     }
-    await applySizing(ctx, loc, slot, signal);
+    await applySizing(ctx, loc, slot, type, signal);
     return loc;
   };
 }
@@ -408,13 +409,14 @@ async function applySizing(
   ctx: ProxmoxContext,
   loc: Located,
   slot: SlotSpec,
+  type: InstanceType,
   signal: AbortSignal,
 ): Promise<void> {
   const { api, timing } = ctx;
   const want = {
-    cores: slot.vcpu,
+    cores: type.vcpu,
     sockets: 1,
-    memory: slot.memoryMib,
+    memory: type.memoryMib,
     protection: 0,
     tags: tagsFor(slot.machineId),
     description: buildDescription(slot.machineId, slot.operationId),

@@ -2,6 +2,7 @@
 // the timing knobs, and the context object handed to each module.
 
 import type { Backoff } from "../kit/deadline.ts";
+import type { Timeouts } from "../kit/kit.ts";
 import type { ApiClient } from "./http.ts";
 import { NodeOutages } from "./nodes.ts";
 import type { VmConfig } from "./vm.ts";
@@ -39,6 +40,8 @@ export interface Timing {
 export interface ProxmoxDeps {
   observe?: (op: ApiOp, outcome: "ok" | "error", seconds: number) => void;
   timing?: Partial<Timing>;
+  /** The kit's transition timeouts (default: the kit's defaults); waits in the guest end before them. */
+  timeouts?: Partial<Timeouts>;
 }
 
 /** A VM found where it lives now, with the config read there. */

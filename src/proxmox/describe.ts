@@ -5,7 +5,7 @@
 
 import type { ManagedVm } from "../kit/backend.ts";
 import type { ProxmoxContext } from "./context.ts";
-import { hostRefOf, MANAGED_TAG, parseMarker, parseTags } from "./naming.ts";
+import { hostRefOf, MANAGED_TAG, ORPHAN_TYPE, parseMarker, parseTags } from "./naming.ts";
 import { isNodeUnreachable, offlineNodes } from "./nodes.ts";
 import { mapLimit } from "./util.ts";
 import {
@@ -16,11 +16,19 @@ import {
   type VmConfig,
 } from "./vm.ts";
 
+/** A managed VM as the kit sees it, plus where it is and whether it runs. */
+export interface PveVm extends ManagedVm {
+  node: string;
+  vmid: number;
+  /** `unknown` when its node is down and it is reported from the listing. */
+  status: "running" | "stopped" | "unknown";
+}
+
 /** Every managed (marked, tagged or in-flight) VM, templates excluded. */
 export async function describeManaged(
   ctx: ProxmoxContext,
   signal: AbortSignal,
-): Promise<ManagedVm[]> {
+): Promise<PveVm[]> {
   const { api, cloning, known, outages } = ctx;
   const [listed, offline] = await Promise.all([
     listResources(api, signal),
@@ -34,7 +42,7 @@ export async function describeManaged(
   });
   /** node → why it cannot be read this pass. */
   const down = new Map<string, string>([...offline].map((n) => [n, "offline in the cluster"]));
-  const vms = await mapLimit(entries, 8, async (e): Promise<ManagedVm | null> => {
+  const vms = await mapLimit(entries, 8, async (e): Promise<PveVm | null> => {
     let config: VmConfig | null = null;
     if (!down.has(e.node)) {
       try {
@@ -58,10 +66,7 @@ export async function describeManaged(
     if (marker === null && !tagged && inflight === undefined) return null;
     const status = e.status === "running" || e.status === "stopped" ? e.status : "unknown";
     return {
-      machineId: marker?.machineId ?? inflight ?? "",
-      hostRef: hostRefOf(e.node, e.vmid),
-      node: e.node,
-      vmid: e.vmid,
+      ...located(e, marker?.machineId ?? inflight ?? ""),
       status,
       cloning: config.lock === "clone" || e.lock === "clone",
     };
@@ -71,22 +76,27 @@ export async function describeManaged(
   for (const id of known.keys()) if (!ids.has(id)) known.delete(id);
   const working = new Set(listed.map((e) => e.node).filter((n) => !down.has(n)));
   outages.observe(down, working, "describe");
-  return vms.filter((v): v is ManagedVm => v !== null);
+  return vms.filter((v): v is PveVm => v !== null);
 }
 
 /**
  * A VM on a node that is down, as the listing shows it: only when its marker
  * was read before (an unidentified VM would become a spurious orphan).
  */
-function fromListing(ctx: ProxmoxContext, e: ResourceEntry): ManagedVm | null {
+function fromListing(ctx: ProxmoxContext, e: ResourceEntry): PveVm | null {
   const machineId = ctx.known.get(e.vmid) ?? ctx.cloning.get(e.vmid);
   if (machineId === undefined) return null;
+  return { ...located(e, machineId), status: "unknown", cloning: e.lock === "clone" };
+}
+
+/** Where a listed VM is, in the kit's terms (a zone is a node) and ours. */
+function located(e: ResourceEntry, machineId: string) {
   return {
     machineId,
     hostRef: hostRefOf(e.node, e.vmid),
+    zone: e.node,
+    instanceType: ORPHAN_TYPE,
     node: e.node,
     vmid: e.vmid,
-    status: "unknown",
-    cloning: e.lock === "clone",
   };
 }

@@ -100,18 +100,30 @@ export async function runBootstrap(
   if (res.exitCode !== 0) throw commandFailed(`bootstrap hook ${argv[0]} in VM ${loc.vmid}`, res);
 }
 
+/**
+ * kubectl's --timeout, in seconds: the grace period plus two minutes, at
+ * least ten minutes, but ending a margin (a fifteenth of the kit's Drain
+ * timeout, at most a minute) before the kit gives up, so a drain that runs
+ * out reports kubectl's own error. With the default 15m: 600–840 s.
+ */
+export function kubectlDrainTimeout(grace: number, drainTimeoutMs: number): number {
+  const budget = Math.floor(drainTimeoutMs / 1000);
+  const margin = Math.min(60, Math.ceil(budget / 15));
+  return Math.max(1, Math.min(Math.max(600, grace + 120), budget - margin));
+}
+
 /** `kubectl drain` the node from inside its VM, repeated on transient failures. */
 export async function drainNode(
   ctx: ProxmoxContext,
   loc: Located,
   graceSeconds: bigint,
+  drainTimeoutMs: number,
   signal: AbortSignal,
 ): Promise<void> {
   const { api, timing } = ctx;
   // Negative grace: kubectl's own default (-1 = each pod's terminationGracePeriodSeconds).
   const grace = graceSeconds < 0n ? -1 : Number(graceSeconds > 86_400n ? 86_400n : graceSeconds);
-  // Bounded below the kit's 15 minute Drain timeout.
-  const timeout = Math.min(840, Math.max(600, grace + 120));
+  const timeout = kubectlDrainTimeout(grace, drainTimeoutMs);
   const cmd = `kubectl drain "$(hostname)" --ignore-daemonsets --delete-emptydir-data` +
     ` --grace-period=${grace} --timeout=${timeout}s`;
   const res = await pollUntil(signal, timing.settleMs, async (call) => {

@@ -8,6 +8,8 @@ export interface Marker {
 }
 
 export const MANAGED_TAG = "bigfleet";
+/** The instance type a managed VM with no slot is listed as (docs/configuration.md#machine-ids-and-host-refs). */
+export const ORPHAN_TYPE = "pve.orphan";
 const PREFIX = "bigfleet-";
 const MAX_NAME = 63;
 const MARKER_KEY = "bigfleet-marker:";
@@ -101,7 +103,7 @@ export function parseMarker(description: unknown): Marker | null {
   return go ? { machineId: go[1], operationId: go[2] } : null;
 }
 
-/** `<node>/<vmid>` → parts; null when malformed. */
+/** A host ref is `<node>/<vmid>` (the kit treats it as opaque) → parts; null when malformed. */
 export function parseHostRef(hostRef: string): { node: string; vmid: number } | null {
   const m = /^([A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?)\/([1-9][0-9]{2,8})$/.exec(hostRef);
   return m ? { node: m[1], vmid: Number(m[2]) } : null;

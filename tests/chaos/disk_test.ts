@@ -173,9 +173,8 @@ async function openKit(path: string, store: StateStore, delayMs: number): Promis
   ]);
   return await startKit({
     provider: config.provider,
-    backend: createFakeBackend({ zones: config.zones, delayMs }),
+    backend: createFakeBackend({ delayMs }),
     store,
-    catalog: config.catalog,
     slots: config.slots,
   });
 }

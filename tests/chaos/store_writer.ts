@@ -23,8 +23,6 @@ export function genMachine(id: string, gen: number, metadataBytes = 0): MachineR
     resources: [["cpu", "8"]],
     allocatable: [["cpu", "8"]],
     labels: [["chaos", "store"]],
-    vcpu: 8,
-    memoryMib: 16384,
   });
   const md: [string, string][] = [["gen", String(gen)]];
   for (let i = 0; metadataBytes > 0 && i * 4096 < metadataBytes; i++) {

@@ -11,7 +11,6 @@ import type { Backend, ManagedVm } from "../../src/kit/backend.ts";
 import { BackendError } from "../../src/kit/backend.ts";
 
 export interface FaultBackendOptions {
-  zones: readonly string[];
   createFaults: ReadonlySet<string>;
   /** The provider's transition timeout; fault-slow-ok reports success 1 s after it. */
   transitionTimeoutMs: number;
@@ -31,8 +30,9 @@ export interface FaultBackend extends Backend {
 }
 
 export function createFaultBackend(o: FaultBackendOptions): FaultBackend {
-  const vms = new Map<string, { node: string; vmid: number; cluster: string }>();
-  let nextVmid = 100;
+  /** machine id → its host: `<zone>/<n>` (this backend's own host ref format). */
+  const vms = new Map<string, { hostRef: string; zone: string; cluster: string }>();
+  let nextHost = 100;
   const timers = new Set<ReturnType<typeof setTimeout>>();
   const lateSuccesses = new Map<string, PromiseWithResolvers<void>>();
   const lateSuccess = (id: string) => {
@@ -44,16 +44,14 @@ export function createFaultBackend(o: FaultBackendOptions): FaultBackend {
   function hosted(machineId: string, hostRef: string) {
     let vm = vms.get(machineId);
     if (!vm) {
-      const [node, vmid] = hostRef.split("/");
-      vm = { node, vmid: Number(vmid), cluster: "" };
+      vm = { hostRef, zone: hostRef.split("/")[0], cluster: "" };
       vms.set(machineId, vm);
     }
     return vm;
   }
 
   return {
-    kind: "fake",
-    zones: o.zones,
+    kind: "fault",
     lateSuccess: (id) => lateSuccess(id).promise,
     create(slot) {
       if (o.createFaults.has(slot.machineId)) {
@@ -61,9 +59,9 @@ export function createFaultBackend(o: FaultBackendOptions): FaultBackend {
           new BackendError("injected create fault (conformance.fault/create=error)"),
         );
       }
-      const vm = { node: slot.zone, vmid: nextVmid++, cluster: "" };
+      const vm = { hostRef: `${slot.zone}/${nextHost++}`, zone: slot.zone, cluster: "" };
       vms.set(slot.machineId, vm);
-      return Promise.resolve({ hostRef: `${vm.node}/${vm.vmid}` });
+      return Promise.resolve({ hostRef: vm.hostRef });
     },
     async configure(m, spec, signal) {
       const vm = hosted(m.machineId, m.hostRef);
@@ -102,10 +100,9 @@ export function createFaultBackend(o: FaultBackendOptions): FaultBackend {
     describe(): Promise<ManagedVm[]> {
       return Promise.resolve([...vms].map(([machineId, vm]) => ({
         machineId,
-        hostRef: `${vm.node}/${vm.vmid}`,
-        node: vm.node,
-        vmid: vm.vmid,
-        status: "running" as const,
+        hostRef: vm.hostRef,
+        zone: vm.zone,
+        instanceType: "fault.orphan",
         cloning: false,
       })));
     },

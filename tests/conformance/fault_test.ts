@@ -68,7 +68,6 @@ async function harness(): Promise<Harness> {
     );
     assert.equal(createFaults.size, 8, "the offerings should yield 8 create-fault slots");
     lane.backend = createFaultBackend({
-      zones: config.zones,
       createFaults,
       transitionTimeoutMs: TIMEOUT_MS,
     });

@@ -5,10 +5,11 @@ import { configureSync, type LogRecord, resetSync } from "@logtape/logtape";
 import net from "node:net";
 import { builtinCatalog } from "../../src/config/catalog.ts";
 import type { Config, ProxmoxConfig, TemplateSource } from "../../src/config/types.ts";
-import type { Backend } from "../../src/kit/backend.ts";
+import type { SlotSpec } from "../../src/kit/backend.ts";
 import {
   type ApiOp,
   createProxmoxBackend,
+  type ProxmoxBackend,
   type ProxmoxDeps,
   type Timing,
 } from "../../src/proxmox/mod.ts";
@@ -99,7 +100,7 @@ export interface Observed {
 
 export interface Rig {
   sim: Simulator;
-  backend: Backend;
+  backend: ProxmoxBackend;
   cfg: Config;
   observed: Observed[];
   [Symbol.asyncDispose](): Promise<void>;
@@ -128,7 +129,7 @@ export async function rig(
   prepare?.(sim);
   const cfg = configFor(sim, typeof over === "function" ? over(sim) : over, extra);
   const observed: Observed[] = [];
-  let backend: Backend;
+  let backend: ProxmoxBackend;
   try {
     backend = await createProxmoxBackend(cfg, {
       timing: FAST,
@@ -152,18 +153,14 @@ export async function rig(
 }
 
 let seq = 0;
-export function slot(
-  zone = "pve1",
-  over: Partial<import("../../src/kit/backend.ts").SlotSpec> = {},
-) {
+/** A slot's create call; sized by the instance type's catalog entry (pve.small: 2 vCPU, 4 GiB). */
+export function slot(zone = "pve1", over: Partial<SlotSpec> = {}): SlotSpec {
   seq++;
   return {
     machineId: `proxmox/OnDemand/pve.small/${zone}/${String(seq).padStart(3, "0")}`,
     operationId: `op-${seq}`,
     instanceType: "pve.small",
     zone,
-    vcpu: 2,
-    memoryMib: 4096,
     ...over,
   };
 }

@@ -2,6 +2,8 @@
 
 import assert from "node:assert/strict";
 import { BackendError } from "../../src/kit/backend.ts";
+import { DEFAULT_TIMEOUTS } from "../../src/kit/kit.ts";
+import { kubectlDrainTimeout } from "../../src/proxmox/lifecycle.ts";
 import { rig, signal, slot, vmidOf } from "./helpers.ts";
 
 Deno.test("create clones, sizes, tags, starts and waits for the agent", async () => {
@@ -93,7 +95,34 @@ Deno.test("describe lists managed VMs with their machine ids, not templates or s
     vms.map((v) => [v.machineId, v.hostRef, v.cloning]).sort(),
     [[a.machineId, ra.hostRef, false], [b.machineId, rb.hostRef, false]].sort(),
   );
+  // A zone is a node; a VM without a slot is listed as pve.orphan (the kit takes both from here).
+  assert.deepEqual(
+    vms.map((v) => [v.zone, v.instanceType]).sort(),
+    [["pve1", "pve.orphan"], ["pve2", "pve.orphan"]],
+  );
   assert.ok(r.observed.some((o) => o.op === "DescribeManaged" && o.outcome === "ok"));
+});
+
+Deno.test("create of an instance type the catalog lacks fails before any API call", async () => {
+  await using r = await rig();
+  const before = r.sim.requests.length;
+  await assert.rejects(
+    r.backend.create(slot("pve1", { instanceType: "pve.nope" }), signal()),
+    (e) =>
+      e instanceof BackendError && /instance type pve\.nope is not in the catalog/.test(e.message),
+  );
+  assert.equal(r.sim.requests.length, before);
+  assert.deepEqual(r.observed, [], "no operation was attempted");
+});
+
+Deno.test("drain: kubectl's timeout ends before the kit's Drain timeout it was given", async () => {
+  // 2 minutes for the whole Drain: kubectl gets 112 s, leaving 8 s for the exec to report.
+  await using r = await rig({}, {}, { timeouts: { drain: 120_000 } });
+  const s = slot("pve1");
+  const { hostRef } = await r.backend.create(s, signal());
+  await r.backend.drain({ machineId: s.machineId, hostRef }, 30n, signal());
+  const cmd = r.sim.vm(vmidOf(hostRef))!.drains[0].command.join(" ");
+  assert.match(cmd, / --grace-period=30 --timeout=112s/);
 });
 
 Deno.test("delete of an already-gone VM succeeds without destroying anything", async () => {
@@ -117,4 +146,15 @@ Deno.test("configure refuses a VM whose VMID now belongs to another machine", as
     (e) => e instanceof BackendError && /not the VM made for machine/.test(e.message),
   );
   assert.equal(r.sim.vm(vmidOf(hostRef))!.fileWrites.length, 0);
+});
+
+Deno.test("kubectl drain timeout: grace + 120 s within 600–840 s under the default 15m, below any shorter one", () => {
+  const old = (grace: number) => Math.min(840, Math.max(600, grace + 120));
+  for (const grace of [-1, 0, 30, 479, 480, 600, 719, 720, 86_400]) {
+    assert.equal(kubectlDrainTimeout(grace, DEFAULT_TIMEOUTS.drain), old(grace), `grace ${grace}`);
+  }
+  for (const ms of [2_000, 60_000, 120_000, 600_000, 899_000]) {
+    const t = kubectlDrainTimeout(30, ms);
+    assert.ok(t >= 1 && t < ms / 1000, `${ms} ms: kubectl gets ${t} s`);
+  }
 });

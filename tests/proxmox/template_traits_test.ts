@@ -42,12 +42,15 @@ Deno.test("vCPUs: the clone has the instance type's count whatever sockets/vcpus
   await using r = await rig({
     templates: [{ vmid: 9000, name: "t", cores: 2, config: { sockets: 2, vcpus: 3 } }],
   });
-  for (const vcpu of [2, 4]) {
-    const { hostRef } = await r.backend.create(slot("pve1", { vcpu }), signal());
+  // The backend sizes a clone from its catalog: pve.small has 2 vCPUs, pve.medium 4.
+  for (const [instanceType, vcpu] of [["pve.small", 2], ["pve.medium", 4]] as const) {
+    assert.equal(r.cfg.catalog.get(instanceType)?.vcpu, vcpu);
+    const { hostRef } = await r.backend.create(slot("pve1", { instanceType }), signal());
     const vmid = vmidOf(hostRef);
     const c = r.sim.vm(vmid)!.config;
     assert.equal(Number(c.sockets), 1);
     assert.equal(Number(c.cores), vcpu);
+    assert.equal(String(c.memory), String(r.cfg.catalog.get(instanceType)!.memoryMib));
     assert.equal("vcpus" in c, false);
     const cur = await (await fetch(
       `${r.sim.url}/nodes/pve1/qemu/${vmid}/status/current`,

@@ -26,8 +26,6 @@ function slotsIn(...zones: string[]): Slot[] {
     resources: [],
     allocatable: [],
     labels: [],
-    vcpu: 2,
-    memoryMib: 4096,
   }));
 }
 

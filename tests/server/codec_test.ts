@@ -18,8 +18,6 @@ function record(id: string, labelBytes: number): MachineRecord {
       resources: [["cpu", "1"], ["memory", "2Gi"]],
       allocatable: [["cpu", "8"]],
       labels: labelBytes > 0 ? [["big", "x".repeat(labelBytes)]] : [],
-      vcpu: 8,
-      memoryMib: 16384,
     }),
     state: State.Configured,
     hostRef: "pve-a/101",

@@ -127,11 +127,10 @@ Deno.test("metrics: reads log at DEBUG only, so the default level hides them", a
 });
 
 Deno.test("metrics: a failing reconcile pass counts as reconcile_total{outcome=error}", async () => {
-  const fake = createFakeBackend({ zones: ["pve-a", "pve-b"], delayMs: 0 });
+  const fake = createFakeBackend({ delayMs: 0 });
   const backend: Backend = {
     ...fake,
     kind: "fake",
-    zones: fake.zones,
     // Reachable at boot (an empty store lists the substrate), unreachable after.
     describe: (signal) =>
       booted ? Promise.reject(new Error("substrate unreachable")) : fake.describe(signal),

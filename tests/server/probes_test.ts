@@ -12,11 +12,10 @@ import { httpGet, logLines, RawClient, startTestApp, waitFor } from "./helpers.t
 
 /** A backend that looks real, so the kit asks it for VMs at boot, and answers when told. */
 function gatedBackend(): { backend: Backend; release: () => void } {
-  const fake = createFakeBackend({ zones: ["pve-a", "pve-b"], delayMs: 0 });
+  const fake = createFakeBackend({ delayMs: 0 });
   const gate = Promise.withResolvers<void>();
   const backend: Backend = {
     kind: "proxmox",
-    zones: fake.zones,
     create: (s, sig) => fake.create(s, sig),
     configure: (m, s, sig) => fake.configure(m, s, sig),
     drain: (m, g, sig) => fake.drain(m, g, sig),

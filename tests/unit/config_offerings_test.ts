@@ -61,8 +61,6 @@ Deno.test("offerings: built-in slots are fully described", () => {
     resources: [["cpu", "1"], ["memory", "2Gi"]],
     allocatable: [["cpu", "8"], ["memory", "16Gi"]],
     labels: [],
-    vcpu: 8,
-    memoryMib: 16384,
   });
   assert.equal(slots[31].pricePerHour, 0.0736);
   assert.deepEqual(slots[31].allocatable, [["cpu", "16"], ["memory", "32Gi"]]);

@@ -15,8 +15,6 @@ function slot(id: string, o: Partial<Slot> = {}): Slot {
     resources: [["cpu", "1"]],
     allocatable: [["cpu", "2"], ["memory", "4Gi"]],
     labels: [],
-    vcpu: 2,
-    memoryMib: 4096,
     ...o,
   };
 }

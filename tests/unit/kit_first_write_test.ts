@@ -20,8 +20,6 @@ const slots: Slot[] = Array.from({ length: N }, (_, i) => ({
   resources: [],
   allocatable: [["cpu", "2"], ["memory", "4Gi"]],
   labels: [],
-  vcpu: 2,
-  memoryMib: 4096,
 }));
 
 Deno.test("kit: a new fleet written in chunks is whole or absent whichever commit fails", async () => {
@@ -35,9 +33,8 @@ Deno.test("kit: a new fleet written in chunks is whole or absent whichever commi
       const store = await openKvStore(path, { wrapKv: faults.wrap });
       const booted = await startKit({
         provider: "t",
-        backend: createFakeBackend({ zones: ["z-a"], delayMs: 0 }),
+        backend: createFakeBackend({ delayMs: 0 }),
         store,
-        catalog: new Map(),
         slots,
       }).then(() => true, () => false);
       // A crash: whatever was not committed is lost.

@@ -17,8 +17,6 @@ function machines(n: number): MachineRecord[] {
       resources: [],
       allocatable: [],
       labels: [],
-      vcpu: 8,
-      memoryMib: 16384,
     }));
 }
 

@@ -16,6 +16,7 @@ import {
   backendError,
   CONFIGURE_DEFAULTS,
   NO_TOKEN,
+  ORPHAN_TYPE,
   startTestKit,
   TARGET,
   tok,
@@ -546,6 +547,13 @@ Deno.test("lifecycle: acks show the transitional state; completions land with th
   assert.equal(created.machine.hostRef, "", "no host while CREATING");
   const createJob = await t.backend.next("create");
   assert.equal(createJob.machineId, "m0");
+  // Only BigFleet facts: the backend resolves sizing and source from the type itself.
+  assert.deepEqual(createJob.slot, {
+    machineId: "m0",
+    operationId: created.operationId,
+    instanceType: "t.large",
+    zone: "zone-a",
+  });
   createJob.succeed("zone-a/555");
   const idle = await t.store.until("m0", State.Idle);
   assert.equal(idle.hostRef, "zone-a/555");
@@ -973,7 +981,9 @@ Deno.test("boot: VMs already on the substrate are adopted; unknown managed VMs s
     const orphan = all.find((m) => m.hostRef === host);
     assert.ok(orphan, `the VM at ${host} is listed`);
     assert.equal(orphan.state, State.Idle);
-    assert.ok(orphan.instanceType !== "" && orphan.zone !== "", "orphans are well-formed");
+    // Listed as the backend says: its instance type for orphans, the zone the host is in.
+    assert.equal(orphan.instanceType, ORPHAN_TYPE);
+    assert.equal(orphan.zone, "zone-a");
   }
 });
 

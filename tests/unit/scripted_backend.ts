@@ -1,6 +1,6 @@
 // The one adapter between the in-process kit tests and how a kit is built:
-// the Backend seam (call shapes, VM descriptions, host refs), the slots and
-// catalog startKit takes, and the walks that drive a machine through its
+// the Backend seam (call shapes, host descriptions, host refs), the slots
+// startKit takes, and the walks that drive a machine through its
 // lifecycle. Tests reach the kit only through what this module hands them
 // (Kit methods, KitError codes, the StateStore seam), so a change to the
 // Backend interface or to startKit's options is absorbed here.
@@ -11,32 +11,37 @@
 // here sleeps.
 
 import { BackendError } from "../../src/kit/backend.ts";
-import type { Backend, ManagedVm } from "../../src/kit/backend.ts";
+import type { Backend, ManagedVm, SlotSpec } from "../../src/kit/backend.ts";
 import { startKit } from "../../src/kit/kit.ts";
 import type { Ack, Kit, Timeouts } from "../../src/kit/kit.ts";
 import type { Token } from "../../src/kit/fence.ts";
-import type { Pairs } from "../../src/kit/model.ts";
+import type { Pairs, Slot } from "../../src/kit/model.ts";
 import { State } from "../../src/kit/model.ts";
-import type { InstanceType, Slot } from "../../src/config/types.ts";
 import { nextTurn, WAIT_MS, watchedStore, withDeadline } from "./watched_store.ts";
 import type { WatchedStore } from "./watched_store.ts";
 
 export type Kind = "create" | "configure" | "drain" | "delete";
 
-/** A VM as the substrate describes it, in the kit's terms. */
+/** A host as the substrate describes it, in the kit's terms. */
 export interface VmFact {
-  /** The machine id recorded on the VM; absent when the VM carries none. */
+  /** The machine id recorded on the host; absent when it carries none. */
   machineId?: string;
+  /** Opaque to the kit; these tests write `<zone>/<n>`. */
   hostRef: string;
-  /** A clone into this VM is still running. */
+  /** Its create is still running. */
   cloning?: boolean;
 }
+
+/** What this substrate lists hosts without a slot as. */
+export const ORPHAN_TYPE = "scripted.orphan";
 
 export interface BackendCall {
   readonly kind: Kind;
   readonly machineId: string;
   /** The host the kit handed over ("" for create). */
   readonly hostRef: string;
+  /** create only: everything the kit told the backend about the slot. */
+  readonly slot: SlotSpec | null;
   /** configure only. */
   readonly clusterId: string;
   readonly bootstrap: Uint8Array | null;
@@ -85,13 +90,11 @@ function deferred<T>() {
 }
 
 function vmOf(f: VmFact): ManagedVm {
-  const [node, vmid] = f.hostRef.split("/");
   return {
     machineId: f.machineId ?? "",
     hostRef: f.hostRef,
-    node,
-    vmid: Number(vmid),
-    status: "running",
+    zone: f.hostRef.split("/")[0],
+    instanceType: ORPHAN_TYPE,
     cloning: f.cloning ?? false,
   };
 }
@@ -100,7 +103,7 @@ function scriptedBackend(): Scripted {
   const calls: BackendCall[] = [];
   const all: { kind: CallKind; call: AnyCall; taken: boolean }[] = [];
   const waiting: { kind: CallKind; id?: string; take: (c: AnyCall) => void }[] = [];
-  let nextVmid = 100;
+  let nextHost = 100;
   let closed = false;
 
   function arrive(kind: CallKind, call: AnyCall): void {
@@ -142,7 +145,7 @@ function scriptedBackend(): Scripted {
     fields: {
       machineId: string;
       hostRef: string;
-      zone?: string;
+      slot?: SlotSpec;
       clusterId?: string;
       bootstrap?: Uint8Array;
       graceSeconds?: bigint;
@@ -156,6 +159,7 @@ function scriptedBackend(): Scripted {
       kind,
       machineId: fields.machineId,
       hostRef: fields.hostRef,
+      slot: fields.slot ?? null,
       clusterId: fields.clusterId ?? "",
       bootstrap: fields.bootstrap ?? null,
       graceSeconds: fields.graceSeconds ?? null,
@@ -165,7 +169,7 @@ function scriptedBackend(): Scripted {
       },
       succeed(hostRef) {
         settled = true;
-        d.resolve(result(hostRef ?? `${fields.zone ?? "node"}/${nextVmid++}`));
+        d.resolve(result(hostRef ?? `${fields.slot?.zone ?? "zone"}/${nextHost++}`));
       },
       fail(err) {
         settled = true;
@@ -178,12 +182,11 @@ function scriptedBackend(): Scripted {
   }
 
   const backend: Backend = {
-    kind: "fake",
-    zones: ["zone-a", "zone-b"],
+    kind: "scripted",
     create: (slot, signal) =>
       lifecycle(
         "create",
-        { machineId: slot.machineId, hostRef: "", zone: slot.zone },
+        { machineId: slot.machineId, hostRef: "", slot },
         signal,
         (hostRef) => ({ hostRef }),
       ),
@@ -298,28 +301,19 @@ export async function startTestKit(opts: TestKitOptions = {}): Promise<TestKit> 
   const scripted = scriptedBackend();
   const store = watchedStore();
   const n = opts.machines ?? 4;
-  const type: InstanceType = {
-    name: "t.large",
-    vcpu: 8,
-    memoryMib: 16384,
-    template: { kind: "vmid", vmid: 9000 },
-  };
   const slots: Slot[] = Array.from({ length: n }, (_, i) => ({
     id: `m${i}`,
-    instanceType: type.name,
+    instanceType: "t.large",
     zone: i % 2 === 0 ? "zone-a" : "zone-b",
     pricePerHour: 0.0368,
     resources: [["cpu", "1"], ["memory", "2Gi"]],
     allocatable: [["cpu", "8"], ["memory", "16Gi"]],
     labels: [],
-    vcpu: type.vcpu,
-    memoryMib: type.memoryMib,
   }));
   const starting = startKit({
     provider: "test",
     backend: scripted.backend,
     store,
-    catalog: new Map([[type.name, type]]),
     slots,
     timeouts: opts.timeouts,
     maxMetadataBytes: opts.maxMetadataBytes,
