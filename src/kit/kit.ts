@@ -54,6 +54,31 @@ export interface DrainCall extends Call {
   graceSeconds: bigint;
 }
 
+/** Each lifecycle call's request. */
+interface CallOf {
+  create: Call;
+  configure: ConfigureCall;
+  drain: DrainCall;
+  delete: Call;
+}
+
+/** What one kind of lifecycle call does beyond the order all share (see RULES in startKit). */
+interface KindRule<C extends Call> {
+  /** The kind's request checks: after the fence, before the machine is looked up. */
+  check?(call: C): void;
+  /** The machine as it enters its transitional state (given: state, op id, last_error cleared). */
+  enter?(m: MachineRecord, call: C): MachineRecord;
+  /** The backend's part, under the kind's timeout; resolves to what it learned about the machine. */
+  work(
+    m: MachineRecord,
+    call: C,
+    opId: string,
+    signal: AbortSignal,
+  ): Promise<Partial<MachineRecord>>;
+  /** The machine once the work succeeded (given: target state, work's result); null drops it. */
+  done?(m: MachineRecord): MachineRecord | null;
+}
+
 export interface Ack {
   operationId: string;
   machine: MachineRecord;
@@ -236,22 +261,91 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
     }
   }
 
+  // ---- what each kind does -----------------------------------------------
+  //
+  // The transition rules in one place, read with EDGES (model.ts): where each
+  // kind may start, what it shows meanwhile and where it lands. accept() runs
+  // `check` and `enter`, the deadline runs `work`, complete() applies `done`.
+
+  const RULES: { [K in OpKind]: KindRule<CallOf[K]> } = {
+    create: {
+      work: async (m, _call, opId, signal) => {
+        // BigFleet facts only: the backend resolves sizing and source itself.
+        const { hostRef } = await backend.create({
+          machineId: m.id,
+          operationId: opId,
+          instanceType: m.instanceType,
+          zone: m.zone,
+        }, signal);
+        return { hostRef };
+      },
+    },
+    configure: {
+      check: checkConfigure,
+      // The binding is visible from CONFIGURING on. The map is copied: the
+      // caller's array may change after the call, the stored record may not.
+      enter: (m, call) => ({
+        ...m,
+        cluster: call.clusterId,
+        shardMetadata: call.shardMetadata.map(([k, v]) => [k, v] as const),
+      }),
+      work: async (m, call, _opId, signal) => {
+        const { clusterId, bootstrap } = call;
+        await backend.configure(hosted(m), { clusterId, bootstrap }, signal);
+        return {};
+      },
+    },
+    drain: {
+      work: async (m, call, _opId, signal) => {
+        await backend.drain(hosted(m), call.graceSeconds, signal);
+        return {};
+      },
+      // The binding ends when the Drain completes, not before: the shard needs
+      // the cluster while DRAINING.
+      done: unbound,
+    },
+    delete: {
+      work: async (m, _call, _opId, signal) => {
+        await backend.delete(hosted(m), signal);
+        return {};
+      },
+      // The host is released too; a machine without a slot leaves the inventory.
+      done: (m) => m.orphan ? null : { ...unbound(m), hostRef: "" },
+    },
+  };
+
+  function hosted(m: MachineRecord): HostedMachine {
+    return { machineId: m.id, hostRef: m.hostRef };
+  }
+
+  function checkConfigure(call: ConfigureCall): void {
+    if (call.clusterId === "") {
+      throw new KitError(Code.InvalidArgument, "cluster_id is required");
+    }
+    let bytes = 0;
+    for (const [k, v] of call.shardMetadata) bytes += utf8.encode(k + v).length;
+    if (bytes > maxMetadata) {
+      throw new KitError(
+        Code.InvalidArgument,
+        `shard_metadata is ${bytes} bytes; the limit is ${maxMetadata}`,
+      );
+    }
+  }
+
+  // ---- accepting a call --------------------------------------------------
+
   /**
-   * The common order of every lifecycle call: empty id, fence, request checks,
-   * not-found, idempotent replay, position. On a legal start the machine enters
-   * its transitional state before this returns.
+   * The order every lifecycle call shares: empty id, fence, the kind's
+   * request checks, not-found, idempotent replay, position. On a legal start
+   * the machine enters its transitional state before this returns and the
+   * kind's work starts under its timeout.
    */
-  function accept(
-    kind: OpKind,
-    call: Call,
-    validate: () => void,
-    onEnter: (m: MachineRecord) => MachineRecord,
-    work: (m: MachineRecord, opId: string, signal: AbortSignal) => Promise<Partial<MachineRecord>>,
-  ): Ack {
+  function accept<K extends OpKind>(kind: K, call: CallOf[K]): Ack {
+    const rule: KindRule<CallOf[K]> = RULES[kind];
     checkId(call.machineId, "machine_id");
     if (call.token.shardId !== "") checkId(call.token.shardId, "shard_id");
     fences.admit(call.machineId, call.token);
-    validate();
+    rule.check?.(call);
     const m = fleet.get(call.machineId);
     if (!m) throw new KitError(Code.NotFound, `machine ${call.machineId} not found`);
     const edge = EDGES[kind];
@@ -267,18 +361,19 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
       );
     }
     const opId = `op-${bootId}-${++opCounter}`;
-    const entered = onEnter({
+    const via: MachineRecord = {
       ...m,
       state: edge.via,
       lastError: "",
       ops: { ...m.ops, [kind]: opId },
-    });
+    };
+    const entered = rule.enter ? rule.enter(via, call) : via;
     fleet.put(entered);
     const ms = timeouts[kind];
     const settled: Promise<void> = withDeadline(
       ms,
       `${kind} timed out after ${formatMs(ms)}`,
-      (signal) => work(entered, opId, signal),
+      (signal) => rule.work(entered, call, opId, signal),
     ).then(
       (patch) => complete(kind, entered.id, opId, patch, null),
       (err) => complete(kind, entered.id, opId, {}, err),
@@ -312,41 +407,11 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
       fleet.put({ ...m, state: State.Failed, lastError });
       return;
     }
-    if (kind === "delete" && m.orphan) {
-      fleet.remove(id);
-      return;
-    }
-    const next: MachineRecord = { ...m, ...patch, state: edge.to };
-    if (kind === "drain" || kind === "delete") {
-      // The binding ends when the Drain completes (not before: the shard needs
-      // the cluster while DRAINING); Delete also releases the host.
-      fleet.put({
-        ...next,
-        cluster: "",
-        shardMetadata: [],
-        hostRef: kind === "delete" ? "" : next.hostRef,
-      });
-    } else {
-      fleet.put(next);
-    }
-  }
-
-  function hosted(m: MachineRecord): HostedMachine {
-    return { machineId: m.id, hostRef: m.hostRef };
-  }
-
-  function checkConfigure(call: ConfigureCall): void {
-    if (call.clusterId === "") {
-      throw new KitError(Code.InvalidArgument, "cluster_id is required");
-    }
-    let bytes = 0;
-    for (const [k, v] of call.shardMetadata) bytes += utf8.encode(k + v).length;
-    if (bytes > maxMetadata) {
-      throw new KitError(
-        Code.InvalidArgument,
-        `shard_metadata is ${bytes} bytes; the limit is ${maxMetadata}`,
-      );
-    }
+    const landed: MachineRecord = { ...m, ...patch, state: edge.to };
+    const done = RULES[kind].done;
+    const next = done ? done(landed) : landed;
+    if (next === null) fleet.remove(id);
+    else fleet.put(next);
   }
 
   // ---- the kit -----------------------------------------------------------
@@ -357,57 +422,10 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
     },
     capacityChange: boot.capacity ? describeChange(boot.capacity) : null,
 
-    create: (call) =>
-      answer(() =>
-        accept("create", call, noCheck, same, async (m, opId, signal) => {
-          const { hostRef } = await backend.create({
-            machineId: m.id,
-            operationId: opId,
-            instanceType: m.instanceType,
-            zone: m.zone,
-          }, signal);
-          return { hostRef };
-        })
-      ),
-
-    configure: (call) =>
-      answer(() =>
-        accept(
-          "configure",
-          call,
-          () => checkConfigure(call),
-          // The binding is visible from CONFIGURING on. The map is copied: the
-          // caller's array may change after the call, the stored record may not.
-          (m) => ({
-            ...m,
-            cluster: call.clusterId,
-            shardMetadata: call.shardMetadata.map(([k, v]) => [k, v] as const),
-          }),
-          async (m, _opId, signal) => {
-            await backend.configure(hosted(m), {
-              clusterId: call.clusterId,
-              bootstrap: call.bootstrap,
-            }, signal);
-            return {};
-          },
-        )
-      ),
-
-    drain: (call) =>
-      answer(() =>
-        accept("drain", call, noCheck, same, async (m, _opId, signal) => {
-          await backend.drain(hosted(m), call.graceSeconds, signal);
-          return {};
-        })
-      ),
-
-    delete: (call) =>
-      answer(() =>
-        accept("delete", call, noCheck, same, async (m, _opId, signal) => {
-          await backend.delete(hosted(m), signal);
-          return {};
-        })
-      ),
+    create: (call) => answer(() => accept("create", call)),
+    configure: (call) => answer(() => accept("configure", call)),
+    drain: (call) => answer(() => accept("drain", call)),
+    delete: (call) => answer(() => accept("delete", call)),
 
     get: (id) =>
       read((view) => {
@@ -465,8 +483,7 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
   };
 }
 
-function noCheck(): void {}
-
-function same(m: MachineRecord): MachineRecord {
-  return m;
+/** The record without its cluster binding. */
+function unbound(m: MachineRecord): MachineRecord {
+  return { ...m, cluster: "", shardMetadata: [] };
 }
