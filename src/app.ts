@@ -25,7 +25,7 @@ import { buildInfo } from "./version.ts";
 export interface AppOptions {
   /** Replaces the backend the config selects (tests inject failing or blocking ones). */
   backend?: Backend;
-  /** Transition timeouts in ms; defaults are the contract's. */
+  /** Transition timeouts in ms; defaults: docs/design.md#transitions-and-timeouts. */
   timeouts?: Partial<Timeouts>;
   /** Metrics to record into; main.ts shares them with the crash guards. */
   metrics?: Metrics;

@@ -18,7 +18,7 @@ export interface Offering {
   labels: [string, string][];
 }
 
-/** Keys that carry instance type, zone or capacity type and so never belong in labels (B801). */
+/** Keys that carry instance type, zone or capacity type and so never belong in labels (docs/design.md#field-shape). */
 const WELL_KNOWN_LABEL_KEYS: ReadonlySet<string> = new Set([
   "instance-type",
   "instance_type",

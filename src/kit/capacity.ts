@@ -9,7 +9,7 @@
 // the machine is SPECULATIVE: a machine with a host keeps what it was made as.
 //
 // The result is applied by the kit in one synchronous step, so the state
-// store commits it as one logical write.
+// store commits it as one logical write (docs/design.md#capacity-changes-and-boot).
 
 import { ON_DEMAND, State } from "./model.ts";
 import type { MachineRecord, Pairs, Slot } from "./model.ts";

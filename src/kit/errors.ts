@@ -1,5 +1,6 @@
-// Contract-level rejections. The numbers are the gRPC status codes the
-// contract prescribes; the server passes them through unchanged.
+// Contract-level rejections. The numbers are gRPC status codes, each used as
+// docs/design.md#order-of-checks-and-idempotency says; the server passes them
+// through unchanged.
 
 export const Code = {
   InvalidArgument: 3,

@@ -1,6 +1,6 @@
-// Fencing tokens and their order. All three numbers travel as signed int64 on
-// the wire and are compared as bigint: JS numbers lose precision above 2^53
-// and strings compare lexically.
+// Fencing tokens and their order (docs/design.md#fencing). All three numbers
+// travel as signed int64 on the wire and are compared as bigint: JS numbers
+// lose precision above 2^53 and strings compare lexically.
 
 import { Code, KitError } from "./errors.ts";
 import type { FenceEntry, StateStore } from "./store.ts";

@@ -1,6 +1,6 @@
 // The in-memory fleet: machine records indexed for Get and List, the global
-// revision, and each machine's last-change revision for the List cursor.
-// Every change goes to the state store in the same synchronous step.
+// revision, and each machine's last-change revision for the List cursor
+// (docs/design.md#list-and-the-cursor). Every change goes to the state store in the same synchronous step.
 //
 // Besides the latest state, the fleet keeps the committed one: for each
 // machine with a change the store has not committed yet, the record (and

@@ -3,7 +3,7 @@
 // that slot (an earlier life without --state), which comes back IDLE with its
 // host. Managed hosts with no slot are surfaced IDLE as orphans so they can be
 // deleted. When the store holds a fleet, it is the inventory, adjusted to the
-// current slots (capacity.ts).
+// current slots (capacity.ts). The rules: docs/design.md#capacity-changes-and-boot.
 
 import type { Backend, ManagedVm } from "./backend.ts";
 import { State, transitionalKind } from "./model.ts";

@@ -1,7 +1,8 @@
 // The lifecycle kit: every obligation of the CapacityProvider contract that is
 // not about the substrate. Fencing, idempotency, the state machine, async
 // dispatch with timeouts, the List cursor and durable state live here; the
-// Backend only clones, bootstraps, drains, destroys and describes.
+// Backend only makes, bootstraps, drains, destroys and describes hosts. The
+// rules, and which module holds each: docs/design.md.
 //
 // Accept paths are synchronous from the first check to the state change, so
 // parallel identical calls in one event loop collapse to one operation. Every
@@ -34,7 +35,7 @@ export interface KitOptions {
   backend: Backend;
   store: StateStore;
   slots: readonly Slot[];
-  /** Milliseconds per transition kind; defaults are the contract's 8m/8m/15m/5m. */
+  /** Milliseconds per transition kind; defaults 8m/8m/15m/5m (docs/design.md#transitions-and-timeouts). */
   timeouts?: Partial<Timeouts>;
   /** Largest shard_metadata (keys + values, UTF-8 bytes) accepted. */
   maxMetadataBytes?: number;
@@ -200,7 +201,8 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
   // - reads answer from the committed view (src/kit/fleet.ts): what a restart
   //   right now would load, never the queued changes, so they keep working and
   //   the revision they show never goes backwards across a crash.
-  // docs/configuration.md#when-the-state-disk-fails says the same for operators.
+  // docs/design.md#answers-and-durability; docs/configuration.md#when-the-state-disk-fails
+  // says the same for operators.
 
   /** A lifecycle call or reconcile pass: refused while the store is failing, answered once committed. */
   async function answer<T>(fn: () => T): Promise<T> {
@@ -335,8 +337,9 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
   // ---- accepting a call --------------------------------------------------
 
   /**
-   * The order every lifecycle call shares: empty id, fence, the kind's
-   * request checks, not-found, idempotent replay, position. On a legal start
+   * The order every lifecycle call shares (docs/design.md#order-of-checks-and-idempotency):
+   * empty id, fence, the kind's request checks, not-found, idempotent replay,
+   * position. On a legal start
    * the machine enters its transitional state before this returns and the
    * kind's work starts under its timeout.
    */

@@ -2,7 +2,8 @@
 // revision): a lifecycle call writes only what it touched, so its cost does
 // not grow with the fleet. Changes made in the same tick are coalesced into
 // one batch, and every batch is all-or-nothing across a crash at any instant
-// (docs/configuration.md#how-the-state-file-stays-consistent):
+// (docs/design.md#the-state-store; for operators,
+// docs/configuration.md#how-the-state-file-stays-consistent):
 //
 // - A batch that fits one KV atomic operation (the common case) is one commit.
 // - The first batch a store ever takes (the first inventory, possibly tens of

@@ -33,7 +33,10 @@ export const ON_DEMAND = 3;
 
 export type OpKind = "create" | "configure" | "drain" | "delete";
 
-/** Where each lifecycle call may start, what it shows meanwhile, and where it lands. */
+/**
+ * Where each lifecycle call may start, what it shows meanwhile, and where it
+ * lands; RULES in kit.ts says what each does (docs/design.md#transitions-and-timeouts).
+ */
 export const EDGES: Record<OpKind, { from: State; via: State; to: State }> = {
   create: { from: State.Speculative, via: State.Creating, to: State.Idle },
   configure: { from: State.Idle, via: State.Configuring, to: State.Configured },

@@ -1,6 +1,6 @@
 // The List cursor: the global revision as ASCII decimal. Parsing is strict,
 // like Go's strconv.ParseInt: anything else is "no cursor" (a full list), never
-// an error.
+// an error (docs/design.md#list-and-the-cursor).
 
 const DECIMAL = /^[+-]?[0-9]+$/;
 const MIN = -(2n ** 63n);

@@ -1,8 +1,8 @@
 // Durable state seam. The kit mutates memory synchronously and hands the
 // touched records to the store; `durable()` resolves once everything handed
 // over so far is committed. Every response waits on it, so nothing a client
-// has seen can be lost by a crash right after (src/kit/kit.ts says what
-// happens while commits fail).
+// has seen can be lost by a crash right after (docs/design.md#answers-and-durability
+// says what happens while commits fail; #the-state-store, what a store must do).
 
 import type { Mark } from "./fence.ts";
 import type { MachineRecord } from "./model.ts";

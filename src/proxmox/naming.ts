@@ -79,8 +79,9 @@ export function buildDescription(machineId: string, operationId: string): string
 }
 
 /**
- * Reads the marker back. Also accepts the Go reference's
- * `machine_id=<id> operation_id=<tok>` form so VMs it made are recognised.
+ * Reads the marker back. Also accepts the Go provider's
+ * `machine_id=<id> operation_id=<tok>` form so VMs it made are recognised
+ * (docs/proxmox-notes.md "The description and `%`").
  */
 export function parseMarker(description: unknown): Marker | null {
   if (typeof description !== "string") return null;

@@ -1,7 +1,6 @@
 // Worker tasks (UPIDs): parse them and poll them to completion on the node
 // that runs them. `OK` and `WARNINGS: n` are success, as PVE itself counts
-// them (docs/proxmox-notes.md "Worker tasks"; the Go reference treats warnings
-// as failure).
+// them (docs/proxmox-notes.md "Worker tasks").
 
 import { BackendError } from "../kit/backend.ts";
 import { isStorageProblem, TaskFailedError } from "./errors.ts";

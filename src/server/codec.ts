@@ -1,6 +1,6 @@
 // Wire codec for the six CapacityProvider methods, on protobufjs's Reader and
 // Writer. Done by field number rather than through generated objects because
-// the contract needs what generic decoding loses: int64 as exact bigint, map
+// the field shape (docs/design.md#field-shape) needs what generic decoding loses: int64 as exact bigint, map
 // keys such as "__proto__" kept (maps are [key, value] pairs, never object
 // properties), map entries with empty values, and host/resources left out
 // entirely when unset. Each machine's encoding is cached by record identity

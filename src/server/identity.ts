@@ -1,4 +1,4 @@
-// Shard identity under mTLS (beyond the reference, after ADR-0048): a shard's
+// Shard identity under mTLS (docs/security.md#shard-identity-under-mtls): a shard's
 // client certificate carries the URI SAN `bigfleet://shard/<shard_id>`. When a
 // verified certificate names shards this way, a mutating request may only
 // carry one of those shard ids: a shard cannot fence or actuate machines in

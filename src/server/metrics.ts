@@ -6,7 +6,7 @@ import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import { registerProcessMetrics } from "./process_metrics.ts";
 import { buildInfo } from "../version.ts";
 
-/** The Proxmox operations the real backend reports (product spec §8). */
+/** The Proxmox operations the real backend reports (docs/observability.md#provider-metrics). */
 export const API_OPS = [
   "CloneVM",
   "DeleteVM",
