@@ -26,7 +26,7 @@ export interface SessionLimits {
 export const LISTENER_LIMITS: ListenerLimits = {
   maxConnections: 512,
   handshakeTimeoutMs: 10_000,
-  maxUnreadBytes: 64 * MIB,
+  maxUnreadBytes: 32 * MIB,
 };
 
 export const SESSION_LIMITS: SessionLimits = {

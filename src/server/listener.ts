@@ -16,6 +16,8 @@ import { ClientFrameFilter } from "./h2_frame_guard.ts";
 import type { ListenerLimits } from "./limits.ts";
 
 const log = getLogger(["bigfleet", "listener"]);
+/** How long a connection we have finished with waits for the client to close its end. */
+const LINGER_MS = 5_000;
 
 export interface ListenerOptions {
   host: string;
@@ -243,6 +245,9 @@ class GuardedConnection extends Duplex {
 
   override _final(done: (e?: Error | null) => void): void {
     this.#sock.end();
+    // Our side is done; a client that never closes its own may not keep the slot.
+    const linger = setTimeout(() => this.#sock.destroy(), LINGER_MS);
+    this.#sock.once("close", () => clearTimeout(linger));
     done();
   }
 

@@ -7,19 +7,12 @@ import {
   ClientFrameFilter,
   NotHttp2Error,
 } from "../../src/server/h2_frame_guard.ts";
+import { concat, frame as frameWithFlags } from "./hostile_clients.ts";
 
 const DATA = 0x0, HEADERS = 0x1, SETTINGS = 0x4, PING = 0x6, GOAWAY = 0x7, WINDOW_UPDATE = 0x8;
 
 function frame(type: number, streamId: number, payload: Uint8Array | number[] = []): Uint8Array {
-  const p = payload instanceof Uint8Array ? payload : new Uint8Array(payload);
-  const f = new Uint8Array(9 + p.length);
-  f[0] = p.length >> 16;
-  f[1] = (p.length >> 8) & 0xff;
-  f[2] = p.length & 0xff;
-  f[3] = type;
-  new DataView(f.buffer).setUint32(5, streamId);
-  f.set(p, 9);
-  return f;
+  return frameWithFlags(type, 0, streamId, new Uint8Array(payload));
 }
 
 function goaway(lastStreamId: number, code = 0): Uint8Array {
@@ -27,16 +20,6 @@ function goaway(lastStreamId: number, code = 0): Uint8Array {
   new DataView(p.buffer).setUint32(0, lastStreamId);
   new DataView(p.buffer).setUint32(4, code);
   return frame(GOAWAY, 0, p);
-}
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let o = 0;
-  for (const p of parts) {
-    out.set(p, o);
-    o += p.length;
-  }
-  return out;
 }
 
 /** Feed `chunks` through a fresh filter; the concatenated output. */
