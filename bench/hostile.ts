@@ -26,11 +26,11 @@ try {
   const quiet = sides.map((s) => [...s.times].sort((a, b) => a - b));
   for (const s of sides) s.times = [];
 
-  const before = rssMib(target.pid);
+  const before = await rssMib(target.pid);
   const rss = rssSampler(target.pid);
   const mix = await startHostileMix(target.port);
   await alternateGets(sides, GETS);
-  rss.stop();
+  await rss.stop();
   mix.close();
   const hostile = sides.map((s) => [...s.times].sort((a, b) => a - b));
 

@@ -8,7 +8,10 @@ export interface ListenerLimits {
   maxConnections: number;
   /** TLS handshake plus the HTTP/2 client preface must finish within this. */
   handshakeTimeoutMs: number;
-  /** Response bytes a client may leave unread before its connection is closed. */
+  /**
+   * Response bytes a client may leave unread before its connection is closed.
+   * Plaintext only: Deno's TLS socket queues writes without reporting them.
+   */
   maxUnreadBytes: number;
 }
 

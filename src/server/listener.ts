@@ -94,7 +94,8 @@ export async function startListener(opts: ListenerOptions): Promise<Listener> {
 
   function guard(raw: net.Socket, plain: net.Socket, cert: tls.PeerCertificate | null): void {
     const conn = new GuardedConnection(plain, limits.maxUnreadBytes, () => {
-      if (raw.destroyed) return;
+      // Shed or closed meanwhile: nothing to hand on.
+      if (raw.destroyed || !open.has(raw)) return conn.destroy();
       open.set(raw, true);
       opts.onConnection(conn);
     });

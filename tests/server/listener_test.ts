@@ -245,3 +245,23 @@ Deno.test("listener: TLS wants ALPN h2, keeps the cap, and knows each client's c
     await listener.close();
   }
 });
+
+Deno.test("listener: a port in use is one clear error", async () => {
+  const { listener } = await start();
+  try {
+    await assert.rejects(
+      startListener({
+        host: "127.0.0.1",
+        port: listener.port,
+        tls: null,
+        limits: LIMITS,
+        onConnection: () => {},
+      }),
+      new RegExp(
+        `^Error: cannot listen on 127\\.0\\.0\\.1:${listener.port}: address already in use$`,
+      ),
+    );
+  } finally {
+    await listener.close();
+  }
+});

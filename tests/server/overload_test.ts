@@ -33,7 +33,8 @@ Deno.test("overload: hostile peers neither starve an honest client nor grow memo
   try {
     await alternateGets(sides, 50); // warm both up
     for (const s of sides) s.times = [];
-    const rssBefore = rssMib(target.pid);
+    const rssBefore = await rssMib(target.pid);
+    assert.ok(Number.isFinite(rssBefore), "the provider's RSS is readable");
     rss = rssSampler(target.pid);
     mix = await startHostileMix(target.port);
     const { idle, loris, getFlood, listFlood } = mix;
@@ -68,7 +69,7 @@ Deno.test("overload: hostile peers neither starve an honest client nor grow memo
       "slow-loris connections closed",
       () => loris.closedByServer() === 20 || undefined,
     );
-    rss.stop();
+    await rss.stop();
 
     await alternateGets(sides, 100);
     const [t, c] = sides.map((s) => s.times.sort((a, b) => a - b));
@@ -80,12 +81,13 @@ Deno.test("overload: hostile peers neither starve an honest client nor grow memo
     assert.ok(percentile(t, 0.5) <= 3 * percentile(c, 0.5), figures);
     assert.ok(percentile(t, 0.9) <= 5 * percentile(c, 0.9), figures);
     // The List flood alone asked for 10,000 answers of tens of KB each.
+    assert.ok(Number.isFinite(rss.max), "the provider's RSS was sampled");
     const growth = rss.max - rssBefore;
     assert.ok(growth < 256, `RSS grew ${growth.toFixed(0)} MiB (${rssBefore.toFixed(0)} before)`);
     assert.equal(target.exitStatus(), undefined, "the provider is still running");
     console.log(`${figures}; RSS +${growth.toFixed(0)} MiB`);
   } finally {
-    rss?.stop();
+    await rss?.stop();
     mix?.close();
     for (const s of sides) s.client.close();
     await target.stop();
