@@ -6,7 +6,6 @@
 //
 //   deno run --allow-all --unstable-kv bench/restart_phases.ts <state.kv> <seed>
 
-import * as grpc from "@grpc/grpc-js";
 import { loadConfig } from "../src/config/load.ts";
 import { createFakeBackend } from "../src/fake/backend.ts";
 import { startKit } from "../src/kit/kit.ts";
@@ -72,7 +71,7 @@ const server = await startGrpcServer({
   provider: config.provider,
   host: "127.0.0.1",
   port: 0,
-  credentials: grpc.ServerCredentials.createInsecure(),
+  tls: null,
   reflection: false,
   observer: { rpc() {}, panic() {} },
 });

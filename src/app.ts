@@ -19,7 +19,7 @@ import type { Readiness } from "./server/http.ts";
 import { createMetrics } from "./server/metrics.ts";
 import type { Metrics } from "./server/metrics.ts";
 import { createRpcObserver } from "./server/rpc_observer.ts";
-import { serverCredentials } from "./server/tls.ts";
+import { listenerTls } from "./server/tls.ts";
 import { buildInfo } from "./version.ts";
 
 export interface AppOptions {
@@ -57,7 +57,7 @@ export async function startApp(config: Config, opts: AppOptions = {}): Promise<A
   const readiness: Readiness = { ready: false };
   // First, so /healthz answers while the inventory loads and /readyz says 503.
   const ops = config.metricsAddr ? startOpsServer(config.metricsAddr, metrics, readiness) : null;
-  const { credentials, security } = serverCredentials(config.tls);
+  const { tls, security } = listenerTls(config.tls);
   const timeouts: Timeouts = { ...DEFAULT_TIMEOUTS, ...opts.timeouts };
 
   let backend: Backend | undefined;
@@ -85,7 +85,7 @@ export async function startApp(config: Config, opts: AppOptions = {}): Promise<A
       provider: config.provider,
       host: config.addr.host,
       port: config.addr.port,
-      credentials,
+      tls,
       reflection: config.reflection,
       observer: createRpcObserver(metrics),
     });

@@ -2,6 +2,8 @@
 // port, served by @grpc/grpc-js (which speaks h2c to grpc-go clients). The
 // CapacityProvider methods use the project's own codec (src/server/codec.ts);
 // proto-loader supplies the method paths and the descriptors for reflection.
+// Connections are accepted by src/server/listener.ts (TCP, TLS, limits, the
+// HTTP/2 frame guard) and injected into grpc-js.
 
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
@@ -9,12 +11,15 @@ import { ReflectionService } from "@grpc/reflection";
 import { HealthImplementation, protoPath as HEALTH_PROTO_PATH } from "grpc-health-check";
 import { Buffer } from "node:buffer";
 import { setImmediate } from "node:timers";
+import type { TlsOptions } from "node:tls";
 import { fileURLToPath } from "node:url";
 import type { Ack, Kit } from "../kit/kit.ts";
 import { Code, KitError } from "../kit/errors.ts";
 import { encodeRevision } from "../kit/revision.ts";
 import { assertShardAllowed, peerShardIds } from "./identity.ts";
 import type { AuthSource } from "./identity.ts";
+import { LISTENER_LIMITS, SESSION_LIMITS } from "./limits.ts";
+import { startListener } from "./listener.ts";
 import {
   decodeConfigure,
   decodeCreate,
@@ -41,11 +46,10 @@ export interface GrpcOptions {
   provider: string;
   host: string;
   port: number;
-  credentials: grpc.ServerCredentials;
+  /** node:tls server options (src/server/tls.ts); null serves plaintext. */
+  tls: TlsOptions | null;
   reflection: boolean;
   observer: RpcObserver;
-  /** Largest request accepted; responses are never capped. */
-  maxReceiveBytes?: number;
 }
 
 export interface GrpcServer {
@@ -60,9 +64,9 @@ export const SERVICE = "bigfleet.v1alpha1.CapacityProvider";
 export const PROTO_PATH = fileURLToPath(
   new URL("../../proto/bigfleet/v1alpha1/provider.proto", import.meta.url),
 );
-const DEFAULT_MAX_RECEIVE = 64 * 1024 * 1024;
 
-type Handler = (request: Uint8Array, call: AuthSource) => Promise<Uint8Array>;
+type Call = grpc.ServerUnaryCall<Uint8Array, Uint8Array>;
+type Handler = (request: Uint8Array, call: Call) => Promise<Uint8Array>;
 
 export async function startGrpcServer(opts: GrpcOptions): Promise<GrpcServer> {
   const { kit, observer } = opts;
@@ -78,7 +82,7 @@ export async function startGrpcServer(opts: GrpcOptions): Promise<GrpcServer> {
   ): Handler {
     return async (b, call) => {
       const m = decode(b);
-      assertShardAllowed(peerShardIds(call), m.token.shardId);
+      assertShardAllowed(peerShardIds(authOf(call)), m.token.shardId);
       const ack = await run(m);
       return enc.ack(ack.operationId, ack.machine);
     };
@@ -122,8 +126,12 @@ export async function startGrpcServer(opts: GrpcOptions): Promise<GrpcServer> {
   const server = new grpc.Server({
     // pacedResponses first: it needs the call grpc-js built, which holds the HTTP/2 stream.
     interceptors: [pacedResponses((m) => oneShot.has(m as Uint8Array)), streams.interceptor],
-    "grpc.max_receive_message_length": opts.maxReceiveBytes ?? DEFAULT_MAX_RECEIVE,
+    "grpc.max_receive_message_length": SESSION_LIMITS.maxReceiveBytes,
     "grpc.max_send_message_length": -1,
+    "grpc.max_concurrent_streams": SESSION_LIMITS.maxConcurrentStreams,
+    "grpc.keepalive_time_ms": SESSION_LIMITS.keepaliveTimeMs,
+    "grpc.keepalive_timeout_ms": SESSION_LIMITS.keepaliveTimeoutMs,
+    "grpc.max_connection_idle_ms": SESSION_LIMITS.idleTimeoutMs,
   });
   server.addService(definition, implementation);
 
@@ -135,17 +143,24 @@ export async function startGrpcServer(opts: GrpcOptions): Promise<GrpcServer> {
     new ReflectionService({ ...packageDefinition, ...healthDefinition }).addToServer(server);
   }
 
-  const bindHost = opts.host === "" ? "0.0.0.0" : opts.host;
-  const target = bindHost.includes(":") ? `[${bindHost}]:${opts.port}` : `${bindHost}:${opts.port}`;
-  const port = await new Promise<number>((resolve, reject) => {
-    server.bindAsync(target, opts.credentials, (err, p) => {
-      if (!err) return resolve(p);
-      const inUse = /EADDRINUSE/.test(err.message);
-      reject(
-        new Error(`cannot listen on ${target}: ${inUse ? "address already in use" : err.message}`),
-      );
-    });
+  // TLS ends in the listener, so grpc-js is handed plaintext HTTP/2.
+  const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
+  const listener = await startListener({
+    host: opts.host === "" ? "0.0.0.0" : opts.host,
+    port: opts.port,
+    tls: opts.tls,
+    limits: LISTENER_LIMITS,
+    onConnection: (stream) => injector.injectConnection(stream),
   });
+
+  /** The call's client certificate, from the listener that verified it. */
+  function authOf(call: Call): AuthSource {
+    if (!opts.tls) return {};
+    const cert = listener.peerCertificate(call.getPeer());
+    // Gone means the connection closed under the call: never act unidentified.
+    if (cert === undefined) throw new KitError(Code.Unavailable, "the connection has closed");
+    return { getAuthContext: () => ({ sslPeerCertificate: cert ?? undefined }) };
+  }
 
   function setHealth(status: "SERVING" | "NOT_SERVING"): void {
     health.setStatus("", status);
@@ -153,24 +168,26 @@ export async function startGrpcServer(opts: GrpcOptions): Promise<GrpcServer> {
   }
 
   return {
-    port,
+    port: listener.port,
     markServing: () => setHealth("SERVING"),
     async shutdown(graceMs) {
       setHealth("NOT_SERVING");
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(() => {
-          server.forceShutdown();
-          resolve();
-        }, graceMs);
-        // Stops accepting; open unary calls finish and answer first.
-        server.tryShutdown(() => {
-          clearTimeout(timer);
-          resolve();
-        });
-        // Watchers have just been told NOT_SERVING; their streams would
-        // otherwise hold the shutdown open until the grace runs out.
-        streams.endAll();
-      });
+      // Stops accepting; resolves once every connection has ended.
+      const drained = listener.close();
+      // GOAWAY to every connection: open unary calls finish and answer first.
+      server.tryShutdown(() => {});
+      // Watchers have just been told NOT_SERVING; their streams would
+      // otherwise hold the shutdown open until the grace runs out.
+      streams.endAll();
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const graceOver = new Promise<true>((r) => timer = setTimeout(() => r(true), graceMs));
+      const late = await Promise.race([drained, graceOver]);
+      clearTimeout(timer);
+      if (late) {
+        server.forceShutdown();
+        listener.destroyAll();
+        await drained;
+      }
     },
   };
 }

@@ -1,42 +1,30 @@
-// gRPC listener credentials. grpc-js's createSsl cannot set a minimum TLS
-// version, but ServerCredentials' constructor takes the options handed to
-// http2.createSecureServer, which do: so a small subclass carries
-// minVersion TLSv1.3 (measured under Deno: a TLS 1.2-only client gets a
-// protocol_version alert). http2's secure server negotiates ALPN h2 itself.
+// gRPC listener TLS: the node:tls server options the listener
+// (src/server/listener.ts) terminates TLS with. TLS 1.3 minimum (measured
+// under Deno: a TLS 1.2-only client gets a protocol_version alert), ALPN h2
+// only, and under mTLS a verified client certificate before any byte reaches
+// HTTP/2.
 
-import * as grpc from "@grpc/grpc-js";
 import { Buffer } from "node:buffer";
+import type { TlsOptions } from "node:tls";
 import type { TlsConfig } from "../config/types.ts";
 
 export type Security = "insecure" | "TLS" | "mTLS";
 
-class Tls13Credentials extends grpc.ServerCredentials {
-  constructor(tls: TlsConfig) {
-    const mtls = tls.caPem !== null;
-    super({
+export function listenerTls(tls: TlsConfig | null): { tls: TlsOptions | null; security: Security } {
+  if (tls === null) return { tls: null, security: "insecure" };
+  const mtls = tls.caPem !== null;
+  return {
+    tls: {
       minVersion: "TLSv1.3",
       ALPNProtocols: ["h2"],
-      // mTLS: no verified client certificate, no connection (before any handler).
+      // mTLS: no verified client certificate, no connection.
       requestCert: mtls,
       rejectUnauthorized: mtls,
-    }, {
-      // grpc-js and node:tls want Buffers; a Uint8Array or string is refused in places.
+      // node:tls wants Buffers; a Uint8Array or string is refused in places.
       ca: mtls ? [Buffer.from(tls.caPem!)] : undefined,
       cert: [Buffer.from(tls.certPem)],
       key: [Buffer.from(tls.keyPem)],
-    });
-  }
-
-  _equals(other: grpc.ServerCredentials): boolean {
-    return other === this;
-  }
-}
-
-export function serverCredentials(
-  tls: TlsConfig | null,
-): { credentials: grpc.ServerCredentials; security: Security } {
-  if (tls === null) {
-    return { credentials: grpc.ServerCredentials.createInsecure(), security: "insecure" };
-  }
-  return { credentials: new Tls13Credentials(tls), security: tls.caPem === null ? "TLS" : "mTLS" };
+    },
+    security: mtls ? "mTLS" : "TLS",
+  };
 }

@@ -16,7 +16,6 @@ import type {
   MachineRef,
   TransitionAck,
 } from "./types.ts";
-import { closeWhenSafe } from "./linger.ts";
 import { codeName } from "./types.ts";
 
 /** grpc-go's default client receive limit. */
@@ -158,7 +157,6 @@ export class ProviderClient {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
-    const client = this.#client;
-    closeWhenSafe(this.addr, () => client.close());
+    this.#client.close();
   }
 }

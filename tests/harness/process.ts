@@ -2,7 +2,6 @@
 // does (flags, readiness = TCP accept within 20 s, stop = SIGKILL), keeping
 // its stdout/stderr in a log file and in memory for failure messages.
 
-import { holdCloses, releaseCloses } from "./linger.ts";
 import { atExit } from "./teardown.ts";
 
 export const REPO_ROOT = new URL("../../", import.meta.url).pathname;
@@ -154,10 +153,8 @@ export async function startProvider(o: StartOptions): Promise<ProviderProcess> {
   const t0 = performance.now();
   const sp = spawnProvider([`--addr=${addr}`, ...o.args], o);
   let status: Deno.CommandStatus | undefined;
-  holdCloses(addr);
   const exited = sp.child.status.then(async (s) => {
     status = s;
-    releaseCloses(addr);
     await sp.pumped;
     return s;
   });
@@ -169,9 +166,6 @@ export async function startProvider(o: StartOptions): Promise<ProviderProcess> {
     readyMs: 0,
     kill(signal: Deno.Signal = "SIGKILL") {
       if (status) return;
-      // A graceful stop sends GOAWAY to every open connection, which the same
-      // Deno bug can turn into an abort of this (client) process: say goodbye first.
-      if (signal !== "SIGKILL") releaseCloses(addr);
       try {
         sp.child.kill(signal);
       } catch { /* already gone */ }

@@ -7,7 +7,6 @@
 import * as grpc from "@grpc/grpc-js";
 import { Buffer } from "node:buffer";
 import protobuf from "protobufjs";
-import { closeWhenSafe } from "./linger.ts";
 
 const SERVICE = "/bigfleet.v1alpha1.CapacityProvider/";
 const WIRE_LEN = 2;
@@ -131,9 +130,7 @@ export class RawClient {
     );
   }
 
-  /** Closed once the provider has exited (see tests/harness/linger.ts). */
   close(): void {
-    const client = this.#client;
-    closeWhenSafe(this.addr, () => client.close());
+    this.#client.close();
   }
 }

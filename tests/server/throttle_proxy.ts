@@ -1,62 +1,70 @@
-// A TCP proxy that slows the client→server direction to a fixed rate, so a
-// large request stays in flight for as long as a test needs (server→client
-// is unthrottled). Counts the bytes it has forwarded upstream.
+// A TCP proxy for server tests. It can slow the client→server direction to a
+// fixed rate, so a large request stays in flight for as long as a test needs
+// (server→client is never throttled), and it shows a test every client→server
+// chunk it forwards. Each side's TCP close is passed on to the other.
 
-export interface ThrottleProxy {
+export interface TestProxy {
   readonly port: number;
   /** Client→server bytes forwarded so far. */
   readonly upstreamBytes: number;
+  /** Connections accepted so far. */
+  readonly connections: number;
   close(): Promise<void>;
+}
+
+export interface ProxyOptions {
+  /** Client→server rate; unlimited when absent. */
+  bytesPerSecond?: number;
+  /** Sees a copy of each client→server chunk, with the index of its connection. */
+  onUpstream?: (connection: number, bytes: Uint8Array) => void;
 }
 
 const CHUNK = 16 * 1024;
 
-export function startThrottleProxy(targetPort: number, bytesPerSecond: number): ThrottleProxy {
+export function startProxy(targetPort: number, o: ProxyOptions = {}): TestProxy {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const conns: Deno.Conn[] = [];
+  const conns = new Set<Deno.TcpConn>();
   const tasks: Promise<unknown>[] = [];
   let upstreamBytes = 0;
+  let connections = 0;
 
-  async function pumpSlow(from: Deno.Conn, to: Deno.Conn): Promise<void> {
+  async function pump(from: Deno.TcpConn, to: Deno.TcpConn, upstream: number | null) {
     const buf = new Uint8Array(CHUNK);
     const started = performance.now();
     let sent = 0;
     for (;;) {
       const n = await from.read(buf);
       if (n === null) break;
-      await writeAll(to, buf.subarray(0, n));
+      const bytes = buf.subarray(0, n);
+      if (upstream !== null) o.onUpstream?.(upstream, bytes.slice());
+      await writeAll(to, bytes);
+      if (upstream === null) continue;
       sent += n;
       upstreamBytes += n;
-      const due = started + (sent / bytesPerSecond) * 1000;
-      const wait = due - performance.now();
+      if (o.bytesPerSecond === undefined) continue;
+      const wait = started + (sent / o.bytesPerSecond) * 1000 - performance.now();
       if (wait > 0) await new Promise((r) => setTimeout(r, wait));
     }
+    // Pass the end on, so each side sees the other's TCP close.
+    await to.closeWrite().catch(() => {});
   }
 
-  async function pumpFast(from: Deno.Conn, to: Deno.Conn): Promise<void> {
-    const buf = new Uint8Array(CHUNK);
-    for (;;) {
-      const n = await from.read(buf);
-      if (n === null) break;
-      await writeAll(to, buf.subarray(0, n));
-    }
+  async function relay(client: Deno.TcpConn, index: number): Promise<void> {
+    conns.add(client);
+    let server: Deno.TcpConn | undefined;
+    try {
+      server = await Deno.connect({ hostname: "127.0.0.1", port: targetPort });
+      conns.add(server);
+      // Unbatched, like a direct connection: small frames must not wait.
+      client.setNoDelay(true);
+      server.setNoDelay(true);
+      await Promise.allSettled([pump(client, server, index), pump(server, client, null)]);
+    } catch { /* upstream gone: the client sees its connection close */ }
+    for (const c of [client, server]) if (c) closeQuietly(c, conns);
   }
 
   const accepting = (async () => {
-    for await (const client of listener) {
-      const server = await Deno.connect({ hostname: "127.0.0.1", port: targetPort });
-      conns.push(client, server);
-      const close = () => {
-        for (const c of [client, server]) {
-          try {
-            c.close();
-          } catch { /* already closed */ }
-        }
-      };
-      tasks.push(
-        Promise.allSettled([pumpSlow(client, server), pumpFast(server, client)]).then(close),
-      );
-    }
+    for await (const client of listener) tasks.push(relay(client, connections++));
   })().catch(() => {});
 
   return {
@@ -64,17 +72,28 @@ export function startThrottleProxy(targetPort: number, bytesPerSecond: number): 
     get upstreamBytes() {
       return upstreamBytes;
     },
+    get connections() {
+      return connections;
+    },
     async close() {
       listener.close();
-      for (const c of conns) {
-        try {
-          c.close();
-        } catch { /* already closed */ }
-      }
+      for (const c of [...conns]) closeQuietly(c, conns);
       await accepting;
       await Promise.allSettled(tasks);
     },
   };
+}
+
+/** The proxy of shutdown_test.ts: client→server at `bytesPerSecond`. */
+export function startThrottleProxy(targetPort: number, bytesPerSecond: number): TestProxy {
+  return startProxy(targetPort, { bytesPerSecond });
+}
+
+function closeQuietly(c: Deno.TcpConn, conns: Set<Deno.TcpConn>): void {
+  conns.delete(c);
+  try {
+    c.close();
+  } catch { /* already closed */ }
 }
 
 async function writeAll(conn: Deno.Conn, data: Uint8Array): Promise<void> {

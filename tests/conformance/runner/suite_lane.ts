@@ -11,7 +11,6 @@ import {
   type ProviderProcess,
   startProvider,
 } from "../../harness/mod.ts";
-import { holdCloses } from "../../harness/linger.ts";
 import { defineConformanceSuite } from "../suite.ts";
 import { ENV, suiteSelection } from "./lanes.ts";
 
@@ -19,9 +18,6 @@ const env = (name: string) => Deno.env.get(name) ?? "";
 
 /** A provider someone else runs: nothing to start or stop. */
 function attach(addr: string): ProviderProcess {
-  // Connections are never closed while it runs: a grpc-js goodbye can trip a
-  // Deno-hosted provider (tests/harness/linger.ts); the process exit closes them.
-  holdCloses(addr);
   return {
     addr,
     port: Number(addr.slice(addr.lastIndexOf(":") + 1)),
