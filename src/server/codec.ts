@@ -43,17 +43,30 @@ function int64(r: ReaderT): bigint {
   return BigInt.asIntN(64, (BigInt(v.high >>> 0) << 32n) | BigInt(v.low >>> 0));
 }
 
-/** Reads every field of a message, handing known ones to `on`; returns false to skip. */
+/** A request that is not a well-formed protobuf message: answered INVALID_ARGUMENT. */
+export class DecodeError extends Error {
+  override name = "DecodeError";
+}
+
+/**
+ * Reads every field of a message, handing known ones to `on`; returns false to
+ * skip. Anything the reader throws (truncation, a bad wire type) is a DecodeError.
+ */
 function fields(bytes: Uint8Array, on: (field: number, wire: number, r: ReaderT) => boolean): void {
   // The base Reader, never Reader.create: for a Node Buffer (what grpc-js
   // hands over) create picks a reader whose string() reads past a truncated
   // field without an error, so "machine-1" cut short would decode as "machine-".
   const r = new Reader(bytes);
-  while (r.pos < r.len) {
-    const tag = r.uint32();
-    const field = tag >>> 3;
-    const wire = tag & 7;
-    if (!on(field, wire, r)) r.skipType(wire);
+  try {
+    while (r.pos < r.len) {
+      const tag = r.uint32();
+      const field = tag >>> 3;
+      const wire = tag & 7;
+      if (!on(field, wire, r)) r.skipType(wire);
+    }
+  } catch (e) {
+    if (e instanceof DecodeError) throw e;
+    throw new DecodeError(e instanceof Error ? e.message : String(e));
   }
 }
 

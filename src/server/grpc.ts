@@ -25,6 +25,7 @@ import {
   decodeCreate,
   decodeDelete,
   decodeDrain,
+  DecodeError,
   decodeListFilter,
   decodeMachineRef,
   machineEncoder,
@@ -251,10 +252,7 @@ function unary(
 
 function toStatus(method: Method, e: unknown, observer: RpcObserver): [number, string] {
   if (e instanceof KitError) return [e.code, e.message];
-  if (
-    e instanceof RangeError ||
-    e instanceof Error && /index out of range|invalid wire/.test(e.message)
-  ) {
+  if (e instanceof DecodeError) {
     return [Code.InvalidArgument, `malformed ${method} request: ${e.message}`];
   }
   observer.panic(method, e);

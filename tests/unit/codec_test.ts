@@ -13,6 +13,7 @@ import {
   decodeCreate,
   decodeDelete,
   decodeDrain,
+  DecodeError,
   decodeListFilter,
   decodeMachineRef,
   machineEncoder,
@@ -222,19 +223,28 @@ Deno.test("codec: truncated input is an error, not a shorter request", () => {
   for (const shape of [(b: Uint8Array) => Buffer.from(b), (b: Uint8Array) => new Uint8Array(b)]) {
     const name = shape(new Uint8Array()).constructor.name;
     // Cut inside machine_id: decoding "machine-" as the id would act on another machine.
-    assert.throws(() => decodeCreate(shape(full.subarray(0, 10))), `${name}: cut inside a string`);
+    assert.throws(
+      () => decodeCreate(shape(full.subarray(0, 10))),
+      DecodeError,
+      `${name}: cut inside a string`,
+    );
     assert.throws(
       () => decodeConfigure(shape(new Uint8Array([(7 << 3) | 2, 50, 10, 1]))),
+      DecodeError,
       `${name}: cut inside a map entry`,
     );
     assert.throws(
       () => decodeListFilter(shape(new Uint8Array([(5 << 3) | 2, 9, 1]))),
+      DecodeError,
       `${name}: cut inside bytes`,
     );
     assert.throws(
       () => decodeListFilter(shape(new Uint8Array([(1 << 3) | 2, 9, 1]))),
+      DecodeError,
       `${name}: cut inside packed states`,
     );
+    // A wire type protobuf does not have (6) is malformed too.
+    assert.throws(() => decodeCreate(shape(new Uint8Array([(9 << 3) | 6, 0]))), DecodeError);
   }
 });
 
