@@ -9,7 +9,7 @@
 
 import { fakeProviderArgs, ProviderClient, startProvider } from "../tests/harness/mod.ts";
 // Nearest-rank, as B1106 computes it.
-import { percentile as pct } from "./stats.ts";
+import { percentile as pct, timeCalls } from "./stats.ts";
 
 const ROUNDS = 120;
 const CREATES = 60;
@@ -18,16 +18,6 @@ const CEILING: Record<string, string> = {
   "Get": "250 ms",
   "Create (ack)": "250 ms",
 };
-
-async function timings(n: number, call: (i: number) => Promise<unknown>): Promise<number[]> {
-  const t: number[] = [];
-  for (let i = 0; i < n; i++) {
-    const t0 = performance.now();
-    await call(i);
-    t.push(performance.now() - t0);
-  }
-  return t.sort((a, b) => a - b);
-}
 
 console.log("| fleet | call | calls | p50 | p99 | B1106 ceiling |\n|---|---|---|---|---|---|");
 for (const seed of [4_000, 10_000, 20_000]) {
@@ -44,7 +34,7 @@ for (const seed of [4_000, 10_000, 20_000]) {
     ];
     for (const [name, n, call] of calls) {
       if (name !== "Create (ack)") await call(0); // warm
-      const t = await timings(n, call);
+      const t = await timeCalls(n, call);
       console.log(
         `| ${seed} | ${name} | ${n} | ${pct(t, 0.5).toFixed(1)} ms | ${
           pct(t, 0.99).toFixed(1)

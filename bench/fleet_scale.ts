@@ -22,7 +22,7 @@ import type { ProviderProcess } from "../tests/harness/mod.ts";
 import { cpuMs, MIB, peakRssBytes, resetPeak, rssBytes } from "../tests/harness/proc_status.ts";
 import { RawClient, readAck, readList, readMachine } from "../tests/harness/raw_client.ts";
 import type { BenchToken } from "../tests/harness/raw_client.ts";
-import { percentile } from "./stats.ts";
+import { percentile, timeCalls } from "./stats.ts";
 import { renderResults } from "./fleet_report.ts";
 import type { RestartPhases, SizeResult } from "./fleet_report.ts";
 
@@ -47,16 +47,6 @@ const RESULTS_MD = new URL("./RESULTS.md", import.meta.url);
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const mib = (bytes: number) => Math.round(bytes / MIB);
-
-async function timed(n: number, call: (i: number) => Promise<unknown>): Promise<number[]> {
-  const t: number[] = [];
-  for (let i = 0; i < n; i++) {
-    const t0 = performance.now();
-    await call(i);
-    t.push(performance.now() - t0);
-  }
-  return t.sort((a, b) => a - b);
-}
 
 function boot(seed: number, state: string): Promise<ProviderProcess> {
   return startProvider({
@@ -167,7 +157,7 @@ async function measure(seed: number): Promise<SizeResult> {
     // Full Lists, one after another.
     resetPeak(p.pid);
     let cpu0 = cpuMs(p.pid);
-    const lists = await timed(LISTS, async () => {
+    const lists = await timeCalls(LISTS, async () => {
       const b = await c.list();
       if (b.length < first.length / 2) throw new Error("short List");
     });
@@ -175,7 +165,7 @@ async function measure(seed: number): Promise<SizeResult> {
     const peakLists = peakRssBytes(p.pid);
 
     cpu0 = cpuMs(p.pid);
-    const gets = await timed(GETS, async (i) => {
+    const gets = await timeCalls(GETS, async (i) => {
       readMachine(await c.get(ids[(i * 7919) % ids.length]));
     });
     const getCpuUs = (cpuMs(p.pid) - cpu0) * 1000 / GETS;
@@ -183,7 +173,7 @@ async function measure(seed: number): Promise<SizeResult> {
     // Create acks: each answer waits for its KV commit.
     const spec = ids.slice(0, Math.min(CREATES, seed >> 2));
     const token = (seq: number): BenchToken => ({ shard: "bench-acks", epoch: 1, seq });
-    const creates = await timed(spec.length, async (i) => {
+    const creates = await timeCalls(spec.length, async (i) => {
       const m = readAck(await c.create(spec[i], token(i + 1)));
       if (m.id !== spec[i]) throw new Error("ack for another machine");
     });
