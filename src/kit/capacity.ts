@@ -98,10 +98,10 @@ export function planCapacityChange(
       continue;
     }
     if (m.state === State.Speculative) {
-      const fresh = slotMachine(slot);
       // A SPECULATIVE record of this id without a slot is back in the offerings: a slot again.
-      if (m.orphan || !sameDescription(m, fresh)) {
-        const { pricePerHour, resources, allocatable, labels } = fresh;
+      // Compared on the slot itself: a restart of a large fleet builds no record per machine.
+      if (m.orphan || !sameDescription(m, slot)) {
+        const { pricePerHour, resources, allocatable, labels } = slot;
         change.put.push({ ...m, pricePerHour, resources, allocatable, labels, orphan: false });
         if (!m.orphan) change.refreshed++;
       }
@@ -118,7 +118,10 @@ export function planCapacityChange(
   return change;
 }
 
-function sameDescription(a: MachineRecord, b: MachineRecord): boolean {
+/** The descriptive fields a slot gives its record (see slotMachine). */
+type Description = Pick<MachineRecord, "pricePerHour" | "resources" | "allocatable" | "labels">;
+
+function sameDescription(a: Description, b: Description): boolean {
   return a.pricePerHour === b.pricePerHour && samePairs(a.resources, b.resources) &&
     samePairs(a.allocatable, b.allocatable) && samePairs(a.labels, b.labels);
 }

@@ -162,6 +162,7 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
     seal?.();
     await store.durable();
   }
+  const capacityChange = boot.capacity ? describeChange(boot.capacity) : null;
   log.info("inventory ready: {machines} machines, revision {rev}, state {store}", {
     machines: fleet.size,
     // Committed by now; reading it also drops the fleet's bookkeeping of the boot's writes.
@@ -169,7 +170,7 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
     store: store.description,
     restored: boot.restored,
     interrupted: boot.interrupted,
-    ...(boot.capacity ? { capacity: describeChange(boot.capacity) } : {}),
+    ...(capacityChange ? { capacity: capacityChange } : {}),
   });
   for (const m of boot.capacity?.mismatched ?? []) {
     log.warn(
@@ -423,7 +424,7 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
     get size() {
       return fleet.size;
     },
-    capacityChange: boot.capacity ? describeChange(boot.capacity) : null,
+    capacityChange,
 
     create: (call) => answer(() => accept("create", call)),
     configure: (call) => answer(() => accept("configure", call)),
