@@ -1,9 +1,20 @@
-// Deno KV state store. One record per key (a machine, a fence mark, the
-// revision): a lifecycle call writes only what it touched, so its cost does
-// not grow with the fleet. Changes made in the same tick are coalesced into
-// one batch, and every batch is all-or-nothing across a crash at any instant
-// (docs/design.md#the-state-store; for operators,
-// docs/configuration.md#how-the-state-file-stays-consistent):
+// Deno KV state store. The state is a packed base (the whole fleet and its
+// fence marks, ~60 KB per KV value, src/kit/kv_base.ts) plus an overlay of
+// one key per change written since (a machine, a fence mark; the revision has
+// its own key): a lifecycle call writes only what it touched, so its cost does
+// not grow with the fleet, and a restart reads a few hundred values instead of
+// one per machine. Overlay keys carry a generation: when the overlay holds a
+// quarter of the fleet, writes move to the next generation and a new base is
+// packed in the background from the state as handed over; one commit then
+// points at it and at the first generation still to apply, and what it
+// replaced is deleted. Until that commit the old base and every generation
+// since are what a restart loads, so a crash anywhere in it loses nothing.
+// A graceful close packs a base too. A file without a base (written before
+// bases existed, or before the first one) is loaded from its per-record keys.
+//
+// Changes made in the same tick are coalesced into one batch, and every batch
+// is all-or-nothing across a crash at any instant (docs/design.md#the-state-store;
+// for operators, docs/configuration.md#how-the-state-file-stays-consistent):
 //
 // - A batch that fits one KV atomic operation (the common case) is one commit.
 // - The first batch a store ever takes (the first inventory, possibly tens of
@@ -33,6 +44,8 @@ import { Buffer } from "node:buffer";
 import { fenceKey } from "./fence.ts";
 import type { FenceEntry, PersistedState, StateStore } from "./store.ts";
 import type { MachineRecord } from "./model.ts";
+import { baseKey, packBase, readBase } from "./kv_base.ts";
+import type { BaseRef } from "./kv_base.ts";
 import { decodeRecord, encodeRecord } from "./record_codec.ts";
 import { lockState } from "./state_lock.ts";
 import type { StateLock } from "./state_lock.ts";
@@ -45,10 +58,24 @@ const ATOMIC_MAX_OPS = 500;
 const STAGE_BYTES = 60_000;
 const RETRY_MS = 500;
 
+/** Base pages per commit while packing: small commits keep lifecycle commits from queueing long behind them. */
+const BASE_COMMIT_BYTES = 130_000;
+/** A new base is packed once the overlay holds this many keys, or a quarter of the fleet if more. */
+const OVERLAY_MIN = 1_000;
+
 const FORMAT_KEY: Deno.KvKey = ["meta", "format"];
+/** 1: per-record keys (and the overlay); 2: a packed base is in use. */
 const FORMAT = 1;
+const FORMAT_BASE = 2;
 const REDO_KEY: Deno.KvKey = ["meta", "redo"];
 const REV_KEY: Deno.KvKey = ["meta", "rev"];
+const BASE_KEY: Deno.KvKey = ["meta", "base"];
+/** Per-record keys of files without a base: ["m", id] and ["f", shard, machine]. */
+const LEGACY_MACHINES: Deno.KvKey = ["m"];
+const LEGACY_FENCES: Deno.KvKey = ["f"];
+/** Overlay keys: ["o", gen, id] and ["of", gen, shard, machine]. */
+const OVERLAY_MACHINES = "o";
+const OVERLAY_FENCES = "of";
 
 type Item =
   /** `gen` is picked on the first attempt and kept across retries, so a retry rewrites the same chunks. */
@@ -63,6 +90,8 @@ interface MachineValue {
   /** Chunk generation and count when the record is split. */
   g?: string;
   n?: number;
+  /** Deleted (an overlay key hiding the machine in the base). */
+  d?: 1;
 }
 
 interface RedoMark {
@@ -121,8 +150,25 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
   let heldRev: Item | null = null;
   let recovering: Promise<boolean> | null = null;
   let pending = new Map<string, Item>();
-  /** Chunk generation currently referenced per machine id. */
-  const chunkGens = new Map<string, string>();
+  /** Chunk generation currently referenced per machine id, and the overlay generation referencing it. */
+  const chunkGens = new Map<string, { g: string; gen: number }>();
+  /** The base in use (null: the per-record keys are the base). */
+  let base: BaseRef | null = null;
+  /** Overlay generation new writes go to. */
+  let writeGen = 0;
+  /** Keys written to `writeGen`, and overlay keys a restart would read on top of the base. */
+  let genKeys = new Set<string>();
+  let overlayKeys = 0;
+  /** The state as handed over (latest values): what the next base packs. */
+  let live = new Map<string, MachineRecord>();
+  let liveFences = new Map<string, FenceEntry>();
+  /** A base being packed (or what it replaced being deleted). */
+  let packing: Promise<void> | null = null;
+  /**
+   * `live` holds the whole state (it was loaded, or the file was empty); a
+   * store written without load() never packs, or the base would miss the rest.
+   */
+  let whole = false;
   /** Chunks and staged parts nothing references any more, deleted after the next commit. */
   const deadChunks: [string, string][] = [];
   const deadStages: string[] = [];
@@ -180,6 +226,7 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
       }
       settle();
       await collectGarbage();
+      if (overlayFull() && !closing) startPacking();
     }
     flushing = null;
   }
@@ -211,23 +258,27 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
     /** Always in the last commit of the batch. */
     const tail: Mutation[] = [];
     const gens = new Map<string, string | null>();
+    const gen = writeGen;
     for (const item of batch.values()) {
       if (item.t === "machine") {
+        const key = [OVERLAY_MACHINES, gen, item.id];
         if (item.bytes.length <= INLINE_MAX) {
-          muts.push(mutation(["m", item.id], { j: item.bytes } satisfies MachineValue));
+          muts.push(mutation(key, { j: item.bytes } satisfies MachineValue));
           gens.set(item.id, null);
         } else {
           const g = item.gen ??= crypto.randomUUID();
           const n = await writeChunks(item.id, g, item.bytes);
-          muts.push(mutation(["m", item.id], { g, n } satisfies MachineValue));
+          muts.push(mutation(key, { g, n } satisfies MachineValue));
           gens.set(item.id, g);
         }
       } else if (item.t === "delete") {
-        muts.push(mutation(["m", item.id]));
+        muts.push(mutation([OVERLAY_MACHINES, gen, item.id], { d: 1 } satisfies MachineValue));
         gens.set(item.id, null);
       } else if (item.t === "fence") {
         const { shardId, machineId, mark } = item.e;
-        muts.push(mutation(["f", shardId, machineId], { e: mark.epoch, s: mark.seq }));
+        muts.push(
+          mutation([OVERLAY_FENCES, gen, shardId, machineId], { e: mark.epoch, s: mark.seq }),
+        );
       } else if (!initialized && firstWriteOpen) {
         heldRev = item;
       } else {
@@ -247,9 +298,112 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
     if (sealing) initialized = true;
     for (const [id, g] of gens) {
       const old = chunkGens.get(id);
-      if (old && old !== g) deadChunks.push([id, old]);
-      if (g) chunkGens.set(id, g);
+      if (old && old.g !== g) deadChunks.push([id, old.g]);
+      if (g) chunkGens.set(id, { g, gen });
       else chunkGens.delete(id);
+    }
+    for (const k of batch.keys()) {
+      if (k !== "rev" && !genKeys.has(k)) {
+        genKeys.add(k);
+        overlayKeys++;
+      }
+    }
+  }
+
+  /** Whether the overlay has grown enough to pack a new base. */
+  function overlayFull(): boolean {
+    return overlayKeys >= Math.max(OVERLAY_MIN, live.size >> 2);
+  }
+
+  /**
+   * Packs the state as handed over into a new base and points the file at it.
+   * Starts between two commits (never with one in flight), so every commit
+   * before it wrote to the sealed generations and every later one writes to
+   * the new generation, which the new base's pointer keeps. The snapshot may
+   * hold changes not committed yet: they are committed under the new
+   * generation with the same values, and a crash before that leaves state no
+   * client was answered about, as a crash just before an answer would.
+   */
+  function startPacking(): void {
+    if (packing || !whole || !initialized || failure !== null) return;
+    const gen = ++writeGen;
+    const carried = overlayKeys;
+    genKeys = new Set();
+    overlayKeys = 0;
+    const machines = [...live.values()];
+    const fences = [...liveFences.values()];
+    packing = (async () => {
+      const old = base;
+      const ref: BaseRef = { id: crypto.randomUUID(), pages: 0, gen };
+      try {
+        let batch: Mutation[] = [];
+        let bytes = 0;
+        for (const page of packBase(machines, fences)) {
+          page.forEach((chunk, c) => {
+            batch.push(mutation([...baseKey(ref.id), ref.pages, c], chunk));
+            bytes += chunk.length;
+          });
+          ref.pages++;
+          if (bytes >= BASE_COMMIT_BYTES) {
+            await runBatched(batch);
+            batch = [];
+            bytes = 0;
+          }
+        }
+        await runBatched(batch, [mutation(BASE_KEY, ref), mutation(FORMAT_KEY, FORMAT_BASE)]);
+      } catch (e) {
+        overlayKeys += carried;
+        log.debug("state store: packing the state failed, the overlay stays: {error}", {
+          error: message(e),
+        });
+        await deleteAll(baseKey(ref.id)).catch(() => {});
+        return;
+      }
+      base = ref;
+      for (const [id, c] of chunkGens) {
+        if (c.gen < gen) {
+          deadChunks.push([id, c.g]);
+          chunkGens.delete(id);
+        }
+      }
+      // Not the staged parts: one may belong to a batch the flush loop is writing.
+      await collectGarbage(false).catch(() => {});
+      // What the new base replaced: nothing loads it any more.
+      try {
+        if (old) await deleteAll(baseKey(old.id));
+        else {
+          await deleteAll(LEGACY_MACHINES);
+          await deleteAll(LEGACY_FENCES);
+        }
+        await deleteStaleGenerations(gen);
+      } catch (e) {
+        log.debug("state store cleanup deferred: {error}", { error: message(e) });
+      }
+    })().finally(() => packing = null);
+  }
+
+  /** Pages of bases not in use: replaced ones a cleanup missed, or a packing cut short. */
+  async function deleteOtherBases(): Promise<void> {
+    const ranges: Deno.KvListSelector[] = base
+      ? [{ prefix: ["b"], end: baseKey(base.id) }, {
+        prefix: ["b"],
+        start: baseKey(`${base.id}\0`),
+      }]
+      : [{ prefix: ["b"] }];
+    const dead: Deno.KvKey[] = [];
+    for (const selector of ranges) for await (const e of kv.list(selector)) dead.push(e.key);
+    await runBatched(dead.map((k) => mutation(k)));
+  }
+
+  /** Overlay keys of generations below `gen` (already in the base). */
+  async function deleteStaleGenerations(gen: number): Promise<void> {
+    for (const prefix of [OVERLAY_MACHINES, OVERLAY_FENCES]) {
+      const keys: Deno.KvKey[] = [];
+      for await (const e of kv.list({ prefix: [prefix] })) {
+        if ((e.key[1] as number) >= gen) break;
+        keys.push(e.key);
+      }
+      await runBatched(keys.map((k) => mutation(k)));
     }
   }
 
@@ -337,16 +491,23 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
   }
 
   /** Best effort: what is left over (a full disk may refuse even deletes) is retried later or at load. */
-  async function collectGarbage(): Promise<void> {
+  async function collectGarbage(stages = true): Promise<void> {
+    // Taken off the list before the delete (put back if it fails): a base being
+    // packed may add to the lists meanwhile.
     try {
       while (deadChunks.length > 0) {
-        const [id, g] = deadChunks[deadChunks.length - 1];
-        await deleteAll(["mc", id, g]);
-        deadChunks.pop();
+        const dead = deadChunks.pop()!;
+        await deleteAll(["mc", ...dead]).catch((e) => {
+          deadChunks.push(dead);
+          throw e;
+        });
       }
-      while (deadStages.length > 0) {
-        await deleteAll(["redo", deadStages[deadStages.length - 1]]);
-        deadStages.pop();
+      while (stages && deadStages.length > 0) {
+        const dead = deadStages.pop()!;
+        await deleteAll(["redo", dead]).catch((e) => {
+          deadStages.push(dead);
+          throw e;
+        });
       }
     } catch (e) {
       log.debug("state store cleanup deferred: {error}", { error: message(e) });
@@ -361,11 +522,17 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
    */
   function recover(): Promise<boolean> {
     recovering ??= (async () => {
-      const [format, redoMark, rev] = await kv.getMany<[number, RedoMark, number]>([
+      const [format, redoMark, rev, ref] = await kv.getMany<[number, RedoMark, number, BaseRef]>([
         FORMAT_KEY,
         REDO_KEY,
         REV_KEY,
+        BASE_KEY,
       ]);
+      if ((format.value ?? 0) > FORMAT_BASE) {
+        throw new Error(
+          `state store format ${format.value} was written by a newer provider; upgrade this one`,
+        );
+      }
       if (format.value === null && rev.value === null) {
         // Never completely written: what is there is part of a first inventory.
         const keys = await deleteAll([]);
@@ -374,6 +541,7 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
             keys,
           });
         }
+        whole = true;
         return false;
       }
       // A revision without the marker: written before the marker existed, and complete.
@@ -381,19 +549,86 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
       initialized = true;
       if (redoMark.value) await rollForward(redoMark.value);
       await deleteAll(["redo"]);
+      // Writes go to the newest generation there is: an older one would lose to it at load.
+      base = ref.value;
+      writeGen = base?.gen ?? 0;
+      for (const prefix of [OVERLAY_MACHINES, OVERLAY_FENCES]) {
+        for await (const e of kv.list({ prefix: [prefix] }, { reverse: true, limit: 1 })) {
+          writeGen = Math.max(writeGen, e.key[1] as number);
+        }
+      }
       return true;
     })();
     recovering.catch(() => recovering = null);
     return recovering;
   }
 
-  async function readMachine(id: string, v: MachineValue): Promise<MachineRecord> {
-    if (v.j) return decodeRecord(v.j);
+  /** A machine's record from its per-record or overlay value (generation `gen`). */
+  async function readMachine(id: string, v: MachineValue, gen: number): Promise<MachineRecord> {
+    if (v.j) {
+      chunkGens.delete(id);
+      return decodeRecord(v.j);
+    }
     const parts: Uint8Array[] = [];
     for await (const e of kv.list<Uint8Array>({ prefix: ["mc", id, v.g!] })) parts.push(e.value);
     if (parts.length !== v.n) throw new Error(`state store: machine ${id} is missing chunks`);
-    chunkGens.set(id, v.g!);
+    chunkGens.set(id, { g: v.g!, gen });
     return decodeRecord(Buffer.concat(parts));
+  }
+
+  /**
+   * The base (packed, or the per-record keys of a file without one) with the
+   * overlay generations since applied in order. Keys of older generations are
+   * left from a cleanup cut short; they are skipped and deleted.
+   */
+  async function readState(): Promise<void> {
+    const machines = new Map<string, MachineRecord>();
+    const fences = new Map<string, FenceEntry>();
+    const putFence = (f: FenceEntry) => fences.set(fenceKey(f.shardId, f.machineId), f);
+    overlayKeys = 0;
+    if (base) {
+      await readBase(kv, base, (m) => machines.set(m.id, m), putFence);
+    } else {
+      // Read key by key like an overlay, so a big file of them is packed soon.
+      for await (const e of kv.list<MachineValue>({ prefix: LEGACY_MACHINES })) {
+        const id = e.key[1] as string;
+        machines.set(id, await readMachine(id, e.value, -1));
+        overlayKeys++;
+      }
+      for await (const e of kv.list<{ e: bigint; s: bigint }>({ prefix: LEGACY_FENCES })) {
+        putFence(fenceEntry(e.key[1], e.key[2], e.value));
+        overlayKeys++;
+      }
+    }
+    await deleteOtherBases();
+    const from = base?.gen ?? 0;
+    let stale = false;
+    for await (const e of kv.list<MachineValue>({ prefix: [OVERLAY_MACHINES] })) {
+      const [, gen, id] = e.key as [string, number, string];
+      if (gen < from) {
+        stale = true;
+        continue;
+      }
+      overlayKeys++;
+      if (e.value.d) {
+        machines.delete(id);
+        chunkGens.delete(id);
+      } else {
+        machines.set(id, await readMachine(id, e.value, gen));
+      }
+    }
+    for await (const e of kv.list<{ e: bigint; s: bigint }>({ prefix: [OVERLAY_FENCES] })) {
+      const [, gen, shardId, machineId] = e.key;
+      if ((gen as number) < from) {
+        stale = true;
+        continue;
+      }
+      overlayKeys++;
+      putFence(fenceEntry(shardId, machineId, e.value));
+    }
+    live = machines;
+    liveFences = fences;
+    if (stale) await deleteStaleGenerations(from);
   }
 
   return {
@@ -409,30 +644,35 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
     },
     async load(): Promise<PersistedState | null> {
       if (!(await recover())) return null;
-      const rev = (await kv.get<number>(REV_KEY)).value;
-      const machines: MachineRecord[] = [];
-      for await (const e of kv.list<MachineValue>({ prefix: ["m"] })) {
-        machines.push(await readMachine(e.key[1] as string, e.value));
-      }
-      const fences: FenceEntry[] = [];
-      for await (const e of kv.list<{ e: bigint; s: bigint }>({ prefix: ["f"] })) {
-        fences.push({
-          shardId: e.key[1] as string,
-          machineId: e.key[2] as string,
-          mark: { epoch: e.value.e, seq: e.value.s },
-        });
-      }
+      const rev = await kv.get<number>(REV_KEY);
+      await readState();
+      whole = true;
       // Chunks of a write cut short before its batch, or superseded ones not yet deleted.
       const orphans: Deno.KvKey[] = [];
       for await (const e of kv.list({ prefix: ["mc"] })) {
-        if (chunkGens.get(e.key[1] as string) !== e.key[2]) orphans.push(e.key);
+        if (chunkGens.get(e.key[1] as string)?.g !== e.key[2]) orphans.push(e.key);
       }
       await runBatched(orphans.map((k) => mutation(k)));
-      return { machines, fences, rev: rev ?? 0 };
+      if (overlayFull() && !flushing) startPacking();
+      return {
+        machines: [...live.values()],
+        fences: [...liveFences.values()],
+        rev: rev.value ?? 0,
+      };
     },
-    putMachine: (m) => enqueue(`m\0${m.id}`, { t: "machine", id: m.id, bytes: encodeRecord(m) }),
-    deleteMachine: (id) => enqueue(`m\0${id}`, { t: "delete", id }),
-    putFence: (e) => enqueue(`f\0${fenceKey(e.shardId, e.machineId)}`, { t: "fence", e }),
+    putMachine(m) {
+      live.set(m.id, m);
+      enqueue(`m\0${m.id}`, { t: "machine", id: m.id, bytes: encodeRecord(m) });
+    },
+    deleteMachine(id) {
+      live.delete(id);
+      enqueue(`m\0${id}`, { t: "delete", id });
+    },
+    putFence(e) {
+      const key = fenceKey(e.shardId, e.machineId);
+      liveFences.set(key, e);
+      enqueue(`f\0${key}`, { t: "fence", e });
+    },
     putRevision: (rev) => enqueue("rev", { t: "rev", rev }),
     openFirstWrite() {
       firstWriteOpen = true;
@@ -452,6 +692,9 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
       // One more attempt for what is queued, then give up: a broken disk must not hang a stop.
       closing = true;
       while (flushing) await flushing;
+      // Pack what a restart would otherwise read key by key (not while commits fail).
+      if (overlayKeys >= OVERLAY_MIN) startPacking();
+      while (packing) await packing;
       if (pending.size > 0) {
         log.error("state store closed with {changes} changes not committed: {error}", {
           changes: pending.size,
@@ -461,6 +704,14 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
       kv.close();
       lock.release();
     },
+  };
+}
+
+function fenceEntry(shardId: unknown, machineId: unknown, v: { e: bigint; s: bigint }): FenceEntry {
+  return {
+    shardId: shardId as string,
+    machineId: machineId as string,
+    mark: { epoch: v.e, seq: v.s },
   };
 }
 

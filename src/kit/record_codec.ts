@@ -48,11 +48,20 @@ function sharedStr(recent: Recent<string>, v: unknown): string {
 }
 
 export function encodeRecord(m: MachineRecord): Uint8Array {
-  return enc.encode(JSON.stringify(m));
+  return enc.encode(recordJson(m));
 }
 
 export function decodeRecord(bytes: Uint8Array): MachineRecord {
-  const raw = JSON.parse(dec.decode(bytes));
+  return recordFromJson(JSON.parse(dec.decode(bytes)));
+}
+
+/** The record as JSON text, the form `encodeRecord` writes and packed pages hold. */
+export function recordJson(m: MachineRecord): string {
+  return JSON.stringify(m);
+}
+
+/** A record from its parsed JSON (`recordJson`), checked and normalised. */
+export function recordFromJson(raw: Record<string, unknown>): MachineRecord {
   const state = Number(raw.state);
   if (typeof raw.id !== "string" || raw.id === "" || !STATES.has(state)) {
     throw new Error("corrupt machine record in state store");

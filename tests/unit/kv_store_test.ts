@@ -2,51 +2,10 @@ import assert from "node:assert/strict";
 import { openKvStore } from "../../src/kit/kv_store.ts";
 import { State } from "../../src/kit/model.ts";
 import type { MachineRecord } from "../../src/kit/model.ts";
-import type { PersistedState } from "../../src/kit/store.ts";
+import { byId, has, keys, machine, reload, withStore } from "./kv_fixtures.ts";
 import { encodeRecord } from "../../src/kit/record_codec.ts";
 import { FULL_DISK, isKey, kvFaults } from "../chaos/faulty_kv.ts";
 import type { KvFaults } from "../chaos/faulty_kv.ts";
-
-function machine(id: string, extra: Partial<MachineRecord> = {}): MachineRecord {
-  return {
-    id,
-    state: State.Configured,
-    hostRef: "pve-a/101",
-    instanceType: "pve.large",
-    zone: "pve-a",
-    capacityType: 3,
-    pricePerHour: 0.0368,
-    interruptionProbability: 0,
-    resources: [["cpu", "1"], ["memory", "2Gi"]],
-    allocatable: [["cpu", "8"], ["memory", "16Gi"]],
-    labels: [],
-    cluster: "c1",
-    shardMetadata: [],
-    lastError: "",
-    ops: { create: "op-1", configure: "op-2" },
-    orphan: false,
-    ...extra,
-  };
-}
-
-async function withStore(fn: (path: string) => Promise<void>) {
-  const dir = await Deno.makeTempDir();
-  try {
-    await fn(`${dir}/state.kv`);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
-
-/** What a fresh open of the state loads. */
-async function reload(path: string): Promise<PersistedState | null> {
-  const s = await openKvStore(path);
-  try {
-    return await s.load();
-  } finally {
-    await s.close();
-  }
-}
 
 Deno.test("kv store: empty store loads as null", () =>
   withStore(async (path) => {
@@ -169,21 +128,6 @@ Deno.test("kv store: a second store on the same path is refused, naming this pro
 
 // ---- All or nothing: batches cut short by a failing disk (as by a crash: the
 // store is closed without committing and reopened).
-
-async function keys(path: string, prefix: Deno.KvKey = []): Promise<Deno.KvKey[]> {
-  const kv = await Deno.openKv(path);
-  const out: Deno.KvKey[] = [];
-  for await (const e of kv.list({ prefix })) out.push(e.key);
-  kv.close();
-  return out;
-}
-
-async function has(path: string, key: Deno.KvKey): Promise<boolean> {
-  const kv = await Deno.openKv(path);
-  const found = (await kv.get(key)).versionstamp !== null;
-  kv.close();
-  return found;
-}
 
 function fleet(n: number, gen: number, extra: Partial<MachineRecord> = {}): MachineRecord[] {
   return Array.from(
@@ -390,7 +334,3 @@ Deno.test("kv store: a store written before the format marker existed still load
     assert.deepEqual(loaded.machines, [machine("old")]);
     assert.ok(await has(path, ["meta", "format"]), "the marker is added");
   }));
-
-function byId(a: MachineRecord, b: MachineRecord): number {
-  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
-}
