@@ -61,7 +61,6 @@ export function planCapacityChange(
   saved: readonly MachineRecord[],
   slots: readonly Slot[],
 ): CapacityChange {
-  const bySlot = new Map(slots.map((s) => [s.id, s]));
   const change: CapacityChange = {
     put: [],
     remove: [],
@@ -71,51 +70,63 @@ export function planCapacityChange(
     mismatched: [],
     refreshed: 0,
   };
-  const seen = new Set<string>();
-  for (const m of saved) {
-    seen.add(m.id);
-    const slot = bySlot.get(m.id);
-    if (!slot) {
-      if (m.orphan) {
-        change.pending++;
-      } else if (m.state === State.Speculative) {
-        change.remove.push(m.id);
-        change.retired++;
-      } else {
-        change.put.push({ ...m, orphan: true });
-        change.retired++;
-        change.pending++;
-      }
-      continue;
-    }
-    if (m.instanceType !== slot.instanceType || m.zone !== slot.zone) {
-      change.mismatched.push({
-        id: m.id,
-        was: `${m.instanceType}@${m.zone}`,
-        now: `${slot.instanceType}@${slot.zone}`,
-      });
-      if (m.orphan) change.pending++;
-      continue;
-    }
-    if (m.state === State.Speculative) {
-      // A SPECULATIVE record of this id without a slot is back in the offerings: a slot again.
-      // Compared on the slot itself: a restart of a large fleet builds no record per machine.
-      if (m.orphan || !sameDescription(m, slot)) {
-        const { pricePerHour, resources, allocatable, labels } = slot;
-        change.put.push({ ...m, pricePerHour, resources, allocatable, labels, orphan: false });
-        if (!m.orphan) change.refreshed++;
-      }
-    } else if (m.orphan) {
-      // Back in the offerings while it still has a host: it stays, as a slot.
-      change.put.push({ ...m, orphan: false });
-    }
+  // A restored fleet lists its slots first, in slot order, unless the offerings
+  // changed: that common prefix needs no lookups.
+  let i = 0;
+  for (; i < saved.length && i < slots.length && saved[i].id === slots[i].id; i++) {
+    planMachine(change, saved[i], slots[i]);
   }
-  for (const slot of slots) {
+  const bySlot = new Map<string, Slot>();
+  for (const slot of slots.slice(i)) bySlot.set(slot.id, slot);
+  const seen = new Set<string>();
+  for (const m of saved.slice(i)) {
+    seen.add(m.id);
+    planMachine(change, m, bySlot.get(m.id));
+  }
+  for (const slot of slots.slice(i)) {
     if (seen.has(slot.id)) continue;
     change.put.push(slotMachine(slot));
     change.added++;
   }
   return change;
+}
+
+/** What the change does to one restored machine, given its slot if it still has one. */
+function planMachine(change: CapacityChange, m: MachineRecord, slot: Slot | undefined): void {
+  if (!slot) {
+    if (m.orphan) {
+      change.pending++;
+    } else if (m.state === State.Speculative) {
+      change.remove.push(m.id);
+      change.retired++;
+    } else {
+      change.put.push({ ...m, orphan: true });
+      change.retired++;
+      change.pending++;
+    }
+    return;
+  }
+  if (m.instanceType !== slot.instanceType || m.zone !== slot.zone) {
+    change.mismatched.push({
+      id: m.id,
+      was: `${m.instanceType}@${m.zone}`,
+      now: `${slot.instanceType}@${slot.zone}`,
+    });
+    if (m.orphan) change.pending++;
+    return;
+  }
+  if (m.state === State.Speculative) {
+    // A SPECULATIVE record of this id without a slot is back in the offerings: a slot again.
+    // Compared on the slot itself: a restart of a large fleet builds no record per machine.
+    if (m.orphan || !sameDescription(m, slot)) {
+      const { pricePerHour, resources, allocatable, labels } = slot;
+      change.put.push({ ...m, pricePerHour, resources, allocatable, labels, orphan: false });
+      if (!m.orphan) change.refreshed++;
+    }
+  } else if (m.orphan) {
+    // Back in the offerings while it still has a host: it stays, as a slot.
+    change.put.push({ ...m, orphan: false });
+  }
 }
 
 /** The descriptive fields a slot gives its record (see slotMachine). */
@@ -127,5 +138,10 @@ function sameDescription(a: Description, b: Description): boolean {
 }
 
 function samePairs(a: Pairs, b: Pairs): boolean {
-  return a.length === b.length && a.every(([k, v], i) => b[i][0] === k && b[i][1] === v);
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) {
+    if (a[i][0] !== b[i][0] || a[i][1] !== b[i][1]) return false;
+  }
+  return true;
 }

@@ -2,14 +2,16 @@
 // (docs/design.md#the-state-store). Deno KV pays ~9 µs per entry a list
 // returns whatever its size, so a fleet kept as one key per record takes
 // ~180 ms to read per 20,000 machines; the same records packed ~60 KB to a
-// value read in a few ms. A base is a sequence of pages, each page the JSON
-// array of its entries (a machine record as `recordJson` writes it, or a fence
-// mark as [shard, machine, epoch, seq] with the numbers as decimal strings),
-// stored under ["b", <base id>, page, chunk] in values of at most CHUNK_BYTES.
+// value read in a few ms. A base is a sequence of pages stored under
+// ["b", <base id>, page, chunk] in values of at most CHUNK_BYTES. A page is
+// the JSON object {"d": dictionary, "m": machines, "f": fences}: machine
+// records in the packed form of src/kit/record_codec.ts (positional, repeated
+// values as dictionary indexes), fence marks as [shard, machine, epoch, seq]
+// with the numbers as decimal strings.
 
 import type { FenceEntry } from "./store.ts";
 import type { MachineRecord } from "./model.ts";
-import { recordFromJson, recordJson } from "./record_codec.ts";
+import { packer, unpacker } from "./record_codec.ts";
 
 /** Where a base lives and how many pages it has; the pointer to the current one holds this. */
 export interface BaseRef {
@@ -19,8 +21,8 @@ export interface BaseRef {
   gen: number;
 }
 
-/** JSON characters gathered into one page before it is cut. */
-const PAGE_CHARS = 56_000;
+/** Records, then fence marks, per page: ~35 KB of JSON for typical records. */
+const PAGE_ENTRIES = 300;
 /** A KV value holds 64 KiB; a page over this many bytes spans several values. */
 export const CHUNK_BYTES = 60_000;
 
@@ -34,36 +36,32 @@ export const baseKey = (id: string): Deno.KvKey => ["b", id];
  * can commit a few pages at a time and yield the event loop between them.
  */
 export function* packBase(
-  machines: Iterable<MachineRecord>,
-  fences: Iterable<FenceEntry>,
+  machines: readonly MachineRecord[],
+  fences: readonly FenceEntry[],
 ): Generator<Uint8Array[]> {
-  let parts: string[] = [];
-  let chars = 0;
-  const cut = () => {
-    const bytes = enc.encode(`[${parts.join(",")}]`);
-    parts = [];
-    chars = 0;
-    const chunks: Uint8Array[] = [];
-    for (let off = 0; off < bytes.length; off += CHUNK_BYTES) {
-      chunks.push(bytes.subarray(off, off + CHUNK_BYTES));
-    }
-    return chunks;
-  };
-  const add = (json: string) => {
-    parts.push(json);
-    chars += json.length + 1;
-  };
-  for (const m of machines) {
-    const json = recordJson(m);
-    if (chars > 0 && chars + json.length > PAGE_CHARS) yield cut();
-    add(json);
+  for (let i = 0; i < machines.length; i += PAGE_ENTRIES) {
+    const p = packer();
+    const m = machines.slice(i, i + PAGE_ENTRIES).map(p.pack);
+    yield chunked({ d: p.dictionary, m, f: [] });
   }
-  for (const f of fences) {
-    const json = JSON.stringify([f.shardId, f.machineId, String(f.mark.epoch), String(f.mark.seq)]);
-    if (chars > 0 && chars + json.length > PAGE_CHARS) yield cut();
-    add(json);
+  for (let i = 0; i < fences.length; i += PAGE_ENTRIES) {
+    const f = fences.slice(i, i + PAGE_ENTRIES).map((e) => [
+      e.shardId,
+      e.machineId,
+      String(e.mark.epoch),
+      String(e.mark.seq),
+    ]);
+    yield chunked({ d: [], m: [], f });
   }
-  if (parts.length > 0) yield cut();
+}
+
+function chunked(page: unknown): Uint8Array[] {
+  const bytes = enc.encode(JSON.stringify(page));
+  const chunks: Uint8Array[] = [];
+  for (let off = 0; off < bytes.length; off += CHUNK_BYTES) {
+    chunks.push(bytes.subarray(off, off + CHUNK_BYTES));
+  }
+  return chunks;
 }
 
 /** Reads base `ref` page by page, handing each decoded entry over. */
@@ -101,18 +99,19 @@ function decodePage(
   onMachine: (m: MachineRecord) => void,
   onFence: (f: FenceEntry) => void,
 ): void {
-  const entries = JSON.parse(dec.decode(bytes));
-  if (!Array.isArray(entries)) throw new Error("state store: corrupt page in the packed state");
-  for (const e of entries) {
-    if (Array.isArray(e)) {
-      onFence({
-        shardId: String(e[0]),
-        machineId: String(e[1]),
-        mark: { epoch: BigInt(e[2]), seq: BigInt(e[3]) },
-      });
-    } else {
-      onMachine(recordFromJson(e));
-    }
+  const page = JSON.parse(dec.decode(bytes));
+  if (!Array.isArray(page?.m) || !Array.isArray(page.f)) {
+    throw new Error("state store: corrupt page in the packed state");
+  }
+  const unpack = unpacker(page.d);
+  for (const t of page.m) onMachine(unpack(t));
+  for (const e of page.f) {
+    if (!Array.isArray(e) || e.length !== 4) throw new Error("state store: corrupt fence mark");
+    onFence({
+      shardId: String(e[0]),
+      machineId: String(e[1]),
+      mark: { epoch: BigInt(e[2]), seq: BigInt(e[3]) },
+    });
   }
 }
 

@@ -317,12 +317,13 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
 
   /**
    * Packs the state as handed over into a new base and points the file at it.
-   * Starts between two commits (never with one in flight), so every commit
-   * before it wrote to the sealed generations and every later one writes to
-   * the new generation, which the new base's pointer keeps. The snapshot may
-   * hold changes not committed yet: they are committed under the new
-   * generation with the same values, and a crash before that leaves state no
-   * client was answered about, as a crash just before an answer would.
+   * Writes move to a new generation, which the new base's pointer keeps; the
+   * snapshot holds every change handed over so far, so whatever lands in the
+   * sealed generations (a commit in flight, a redo rolled forward after a
+   * crash) is already in the base. It may hold changes not committed yet:
+   * they are committed under the new generation with the same values, and a
+   * crash before that leaves state no client was answered about, as a crash
+   * just before an answer would.
    */
   function startPacking(): void {
     if (packing || !whole || !initialized || failure !== null) return;
@@ -600,15 +601,10 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
         overlayKeys++;
       }
     }
-    await deleteOtherBases();
     const from = base?.gen ?? 0;
-    let stale = false;
     for await (const e of kv.list<MachineValue>({ prefix: [OVERLAY_MACHINES] })) {
       const [, gen, id] = e.key as [string, number, string];
-      if (gen < from) {
-        stale = true;
-        continue;
-      }
+      if (gen < from) continue;
       overlayKeys++;
       if (e.value.d) {
         machines.delete(id);
@@ -619,16 +615,32 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
     }
     for await (const e of kv.list<{ e: bigint; s: bigint }>({ prefix: [OVERLAY_FENCES] })) {
       const [, gen, shardId, machineId] = e.key;
-      if ((gen as number) < from) {
-        stale = true;
-        continue;
-      }
+      if ((gen as number) < from) continue;
       overlayKeys++;
       putFence(fenceEntry(shardId, machineId, e.value));
     }
     live = machines;
     liveFences = fences;
-    if (stale) await deleteStaleGenerations(from);
+  }
+
+  /**
+   * After load, in the background: deletes what a cleanup or a packing cut
+   * short left (other bases' pages, generations older than the base's), then
+   * packs a new base if the overlay is full. Holds the packing slot meanwhile,
+   * so no packing starts while other bases are being deleted.
+   */
+  function tidy(): void {
+    packing = (async () => {
+      try {
+        await deleteOtherBases();
+        await deleteStaleGenerations(base?.gen ?? 0);
+      } catch (e) {
+        log.debug("state store cleanup deferred: {error}", { error: message(e) });
+      }
+    })().finally(() => {
+      packing = null;
+      if (overlayFull() && !closing) startPacking();
+    });
   }
 
   return {
@@ -653,7 +665,7 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
         if (chunkGens.get(e.key[1] as string)?.g !== e.key[2]) orphans.push(e.key);
       }
       await runBatched(orphans.map((k) => mutation(k)));
-      if (overlayFull() && !flushing) startPacking();
+      tidy();
       return {
         machines: [...live.values()],
         fences: [...liveFences.values()],
@@ -693,6 +705,7 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
       closing = true;
       while (flushing) await flushing;
       // Pack what a restart would otherwise read key by key (not while commits fail).
+      while (packing) await packing;
       if (overlayKeys >= OVERLAY_MIN) startPacking();
       while (packing) await packing;
       if (pending.size > 0) {

@@ -56,12 +56,12 @@ export function decodeRecord(bytes: Uint8Array): MachineRecord {
 }
 
 /** The record as JSON text, the form `encodeRecord` writes and packed pages hold. */
-export function recordJson(m: MachineRecord): string {
+function recordJson(m: MachineRecord): string {
   return JSON.stringify(m);
 }
 
 /** A record from its parsed JSON (`recordJson`), checked and normalised. */
-export function recordFromJson(raw: Record<string, unknown>): MachineRecord {
+function recordFromJson(raw: Record<string, unknown>): MachineRecord {
   const state = Number(raw.state);
   if (typeof raw.id !== "string" || raw.id === "" || !STATES.has(state)) {
     throw new Error("corrupt machine record in state store");
@@ -84,6 +84,126 @@ export function recordFromJson(raw: Record<string, unknown>): MachineRecord {
     ops: ops(raw.ops),
     orphan: raw.orphan === true,
   };
+}
+
+// ---- The packed form, for base pages (src/kit/kv_base.ts) ------------------
+//
+// A record as a positional array, its most repeated values (instance type,
+// zone, cluster, resources, allocatable, labels) as indexes into a dictionary
+// shared by the page: about a third of the JSON of `recordJson`, parsed
+// several times faster, and decoded records share those values exactly.
+
+/** Values a page's records refer to by index; built by `packer`, read by `unpacker`. */
+export type Dictionary = (string | Pairs)[];
+
+const OP_KINDS = ["create", "configure", "drain", "delete"] as const;
+
+/** Packs records against one dictionary (one per page). */
+export function packer(): { dictionary: Dictionary; pack(m: MachineRecord): unknown[] } {
+  const dictionary: Dictionary = [];
+  const index = new Map<string, number>();
+  const ref = (v: string | Pairs) => {
+    const key = typeof v === "string" ? `s${v}` : `p${JSON.stringify(v)}`;
+    let i = index.get(key);
+    if (i === undefined) {
+      i = dictionary.push(v) - 1;
+      index.set(key, i);
+    }
+    return i;
+  };
+  return {
+    dictionary,
+    pack: (m) => [
+      m.id,
+      m.state,
+      m.hostRef,
+      ref(m.instanceType),
+      ref(m.zone),
+      m.capacityType,
+      m.pricePerHour,
+      m.interruptionProbability,
+      ref(m.resources),
+      ref(m.allocatable),
+      ref(m.labels),
+      ref(m.cluster),
+      m.shardMetadata,
+      m.lastError,
+      OP_KINDS.map((k) => m.ops[k] ?? ""),
+      m.orphan ? 1 : 0,
+    ],
+  };
+}
+
+/** Reads records packed against `dictionary`; throws on anything `packer` would not write. */
+export function unpacker(dictionary: unknown): (t: unknown) => MachineRecord {
+  if (!Array.isArray(dictionary)) throw corruptPage();
+  const values = dictionary.map((v) => typeof v === "string" ? v : strictPairs(v));
+  const strAt = (i: unknown) => {
+    const v = values[i as number];
+    if (typeof v !== "string") throw corruptPage();
+    return v;
+  };
+  const pairsAt = (i: unknown) => {
+    const v = values[i as number];
+    if (!Array.isArray(v)) throw corruptPage();
+    return v;
+  };
+  return (t) => {
+    if (!Array.isArray(t) || t.length !== 16) throw corruptPage();
+    const [id, state, hostRef, type, zone, capacityType, price, interruption] = t;
+    if (typeof id !== "string" || id === "" || !STATES.has(state)) throw corruptPage();
+    const ops: Partial<Record<OpKind, string>> = {};
+    const opIds = t[14];
+    if (!Array.isArray(opIds) || opIds.length !== OP_KINDS.length) throw corruptPage();
+    OP_KINDS.forEach((k, i) => {
+      if (typeof opIds[i] !== "string") throw corruptPage();
+      if (opIds[i] !== "") ops[k] = opIds[i];
+    });
+    return {
+      id,
+      state,
+      hostRef: strictStr(hostRef),
+      instanceType: strAt(type),
+      zone: strAt(zone),
+      capacityType: strictNumber(capacityType),
+      pricePerHour: strictNumber(price),
+      interruptionProbability: strictNumber(interruption),
+      resources: pairsAt(t[8]),
+      allocatable: pairsAt(t[9]),
+      labels: pairsAt(t[10]),
+      cluster: strAt(t[11]),
+      shardMetadata: strictPairs(t[12]),
+      lastError: strictStr(t[13]),
+      ops,
+      orphan: t[15] === 1,
+    };
+  };
+}
+
+function strictStr(v: unknown): string {
+  if (typeof v !== "string") throw corruptPage();
+  return v;
+}
+
+function strictNumber(v: unknown): number {
+  if (typeof v !== "number") throw corruptPage();
+  return v;
+}
+
+function strictPairs(v: unknown): Pairs {
+  if (!Array.isArray(v)) throw corruptPage();
+  for (const p of v) {
+    if (
+      !Array.isArray(p) || p.length !== 2 || typeof p[0] !== "string" || typeof p[1] !== "string"
+    ) {
+      throw corruptPage();
+    }
+  }
+  return v as Pairs;
+}
+
+function corruptPage(): Error {
+  return new Error("state store: corrupt machine record in the packed state");
 }
 
 function str(v: unknown): string {

@@ -90,3 +90,31 @@ Deno.test("capacity: price, resources and labels follow the slot only while SPEC
   assert.deepEqual(c.put, [{ ...spec, ...next }]);
   assert.equal(c.refreshed, 1);
 });
+
+Deno.test("capacity: the same plan whether the fleet lists its slots in order or not", () => {
+  // Slots in order up to a point, then a retired slot, a re-priced one, a new one.
+  const slots = Array.from({ length: 40 }, (_, i) => slot(`s${String(i).padStart(2, "0")}`));
+  const changed = [
+    ...slots.slice(0, 20),
+    slot("s20", { pricePerHour: 0.5 }),
+    ...slots.slice(22),
+    slot("new"),
+  ];
+  const saved = slots.map((s, i) => rec(s, i === 30 ? { state: State.Idle, hostRef: "h" } : {}));
+  const shuffled = [...saved].reverse();
+  const inOrder = planCapacityChange(saved, changed);
+  const anyOrder = planCapacityChange(shuffled, changed);
+  const summary = (c: ReturnType<typeof planCapacityChange>) => ({
+    put: c.put.map((m) => [m.id, m.pricePerHour]).sort(),
+    remove: [...c.remove].sort(),
+    counts: describeChange(c),
+    refreshed: c.refreshed,
+  });
+  assert.deepEqual(summary(inOrder), summary(anyOrder));
+  assert.deepEqual(summary(inOrder), {
+    put: [["new", 0.01], ["s20", 0.5]],
+    remove: ["s21"],
+    counts: "+1 slots, -1 retired, 0 pending",
+    refreshed: 1,
+  });
+});
