@@ -137,11 +137,12 @@ export function expandSlots(
     const allocatable = frozenPairs(allocatableOf(it));
     const resources = frozenPairs(o.resources);
     const labels = frozenPairs(o.labels);
-    for (let n = 0; n < o.count; n++) {
-      const index = next.get(key) ?? 0;
-      next.set(key, index + 1);
+    const first = next.get(key) ?? 0;
+    next.set(key, first + o.count);
+    const prefix = slotId(provider, o.instanceType, o.zone, 0).slice(0, -3);
+    for (let index = first; index < first + o.count; index++) {
       slots.push({
-        id: slotId(provider, o.instanceType, o.zone, index),
+        id: prefix + String(index).padStart(3, "0"),
         instanceType: o.instanceType,
         zone: o.zone,
         pricePerHour: price,
