@@ -1,7 +1,8 @@
 // The gRPC listener: CapacityProvider, grpc.health.v1 and reflection on one
 // port, served by @grpc/grpc-js (which speaks h2c to grpc-go clients). The
-// CapacityProvider methods use the project's own codec (src/server/codec.ts);
-// proto-loader supplies the method paths and the descriptors for reflection.
+// CapacityProvider methods use the project's own codec (src/server/codec.ts)
+// at the paths their names give; only reflection needs the parsed .proto
+// (proto-loader, a large part of start-up: docs/performance.md#restart-on-an-existing-state).
 // Connections are accepted by src/server/listener.ts (TCP, TLS, limits, the
 // HTTP/2 frame guard) and injected into grpc-js.
 
@@ -33,7 +34,9 @@ import {
 import type { CreateMsg } from "./codec.ts";
 import { pacedResponses, SLICE_BYTES } from "./large_response.ts";
 
-export type Method = "Create" | "Configure" | "Drain" | "Delete" | "Get" | "List";
+/** The CapacityProvider RPCs, in the order provider.proto declares them. */
+export const METHODS = ["Create", "Configure", "Drain", "Delete", "Get", "List"] as const;
+export type Method = typeof METHODS[number];
 
 /** Told about every finished RPC; metrics and logs hang off this. */
 export interface RpcObserver {
@@ -65,6 +68,11 @@ export const SERVICE = "bigfleet.v1alpha1.CapacityProvider";
 export const PROTO_PATH = fileURLToPath(
   new URL("../../proto/bigfleet/v1alpha1/provider.proto", import.meta.url),
 );
+
+/** Where gRPC serves a method: /<package>.<service>/<method>, as protoc names it. */
+export function methodPath(method: Method): string {
+  return `/${SERVICE}/${method}`;
+}
 
 type Call = grpc.ServerUnaryCall<Uint8Array, Uint8Array>;
 type Handler = (request: Uint8Array, call: Call) => Promise<Uint8Array>;
@@ -104,13 +112,11 @@ export async function startGrpcServer(opts: GrpcOptions): Promise<GrpcServer> {
     },
   };
 
-  const packageDefinition = protoLoader.loadSync(PROTO_PATH, { keepCase: true });
-  const generated = packageDefinition[SERVICE] as protoLoader.ServiceDefinition;
   const definition: Record<string, grpc.MethodDefinition<Uint8Array, Uint8Array>> = {};
   const implementation: grpc.UntypedServiceImplementation = {};
-  for (const method of Object.keys(handlers) as Method[]) {
+  for (const method of METHODS) {
     definition[method] = {
-      path: generated[method].path,
+      path: methodPath(method),
       requestStream: false,
       responseStream: false,
       // Requests stay raw bytes: decoding happens inside the handler, so a
@@ -140,8 +146,11 @@ export async function startGrpcServer(opts: GrpcOptions): Promise<GrpcServer> {
   health.addToServer(server);
   if (opts.reflection) {
     // Describe health too, so `grpcurl list` shows everything on this port.
-    const healthDefinition = protoLoader.loadSync(HEALTH_PROTO_PATH, { keepCase: true });
-    new ReflectionService({ ...packageDefinition, ...healthDefinition }).addToServer(server);
+    const definitions = {
+      ...protoLoader.loadSync(PROTO_PATH, { keepCase: true }),
+      ...protoLoader.loadSync(HEALTH_PROTO_PATH, { keepCase: true }),
+    };
+    new ReflectionService(definitions).addToServer(server);
   }
 
   // TLS ends in the listener, so grpc-js is handed plaintext HTTP/2.
