@@ -9,7 +9,7 @@
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { ReflectionService } from "@grpc/reflection";
-import { HealthImplementation, protoPath as HEALTH_PROTO_PATH } from "grpc-health-check";
+import { protoPath as HEALTH_PROTO_PATH } from "grpc-health-check";
 import { Buffer } from "node:buffer";
 import { setImmediate } from "node:timers";
 import type { TlsOptions } from "node:tls";
@@ -32,6 +32,7 @@ import {
   machineEncoder,
 } from "./codec.ts";
 import type { CreateMsg } from "./codec.ts";
+import { Health } from "./health.ts";
 import { pacedResponses, SLICE_BYTES } from "./large_response.ts";
 
 /** The CapacityProvider RPCs, in the order provider.proto declares them. */
@@ -142,7 +143,7 @@ export async function startGrpcServer(opts: GrpcOptions): Promise<GrpcServer> {
   });
   server.addService(definition, implementation);
 
-  const health = new HealthImplementation({ "": "NOT_SERVING", [SERVICE]: "NOT_SERVING" });
+  const health = new Health({ "": "NOT_SERVING", [SERVICE]: "NOT_SERVING" });
   health.addToServer(server);
   if (opts.reflection) {
     // Describe health too, so `grpcurl list` shows everything on this port.
