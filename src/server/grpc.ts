@@ -7,9 +7,6 @@
 // HTTP/2 frame guard) and injected into grpc-js.
 
 import * as grpc from "@grpc/grpc-js";
-import * as protoLoader from "@grpc/proto-loader";
-import { ReflectionService } from "@grpc/reflection";
-import { protoPath as HEALTH_PROTO_PATH } from "grpc-health-check";
 import { Buffer } from "node:buffer";
 import { setImmediate } from "node:timers";
 import type { TlsOptions } from "node:tls";
@@ -34,6 +31,7 @@ import {
 import type { CreateMsg } from "./codec.ts";
 import { Health } from "./health.ts";
 import { pacedResponses, SLICE_BYTES } from "./large_response.ts";
+import { addReflection } from "./reflection.ts";
 
 /** The CapacityProvider RPCs, in the order provider.proto declares them. */
 export const METHODS = ["Create", "Configure", "Drain", "Delete", "Get", "List"] as const;
@@ -145,14 +143,7 @@ export async function startGrpcServer(opts: GrpcOptions): Promise<GrpcServer> {
 
   const health = new Health({ "": "NOT_SERVING", [SERVICE]: "NOT_SERVING" });
   health.addToServer(server);
-  if (opts.reflection) {
-    // Describe health too, so `grpcurl list` shows everything on this port.
-    const definitions = {
-      ...protoLoader.loadSync(PROTO_PATH, { keepCase: true }),
-      ...protoLoader.loadSync(HEALTH_PROTO_PATH, { keepCase: true }),
-    };
-    new ReflectionService(definitions).addToServer(server);
-  }
+  if (opts.reflection) addReflection(server, PROTO_PATH);
 
   // TLS ends in the listener, so grpc-js is handed plaintext HTTP/2.
   const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
