@@ -5,7 +5,7 @@
 //
 // Only what help and dispatch need is here; the commands' work is in
 // machines_run.ts, loaded when one runs, so serving never loads the client
-// side (proto-loader, yaml: docs/performance.md#restart-on-an-existing-state).
+// side (proto-loader, yaml: docs/performance.md#what-loads-before-the-port-opens).
 
 import { type Command, type Context, EXIT_NOT_FOUND } from "./command.ts";
 

@@ -4,7 +4,7 @@
 // with its fix; exit 0 only when nothing FAILs. It only reads: nothing is
 // created, changed or deleted, and no listener or state file is opened.
 // The checks and the report load when it runs: serving never needs them
-// (docs/performance.md#restart-on-an-existing-state).
+// (docs/performance.md#what-loads-before-the-port-opens).
 
 import { FLAG_TABLE, type FlagTable } from "../config/flags.ts";
 import { flagError, forFlag, quote } from "../config/errors.ts";

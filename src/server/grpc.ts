@@ -1,8 +1,8 @@
 // The gRPC listener: CapacityProvider, grpc.health.v1 and reflection on one
 // port, served by @grpc/grpc-js (which speaks h2c to grpc-go clients). The
 // CapacityProvider methods use the project's own codec (src/server/codec.ts)
-// at the paths their names give; only reflection needs the parsed .proto
-// (proto-loader, a large part of start-up: docs/performance.md#restart-on-an-existing-state).
+// at the paths their names give: parsing the .proto is left to reflection,
+// loaded on its first call (docs/performance.md#what-loads-before-the-port-opens).
 // Connections are accepted by src/server/listener.ts (TCP, TLS, limits, the
 // HTTP/2 frame guard) and injected into grpc-js.
 

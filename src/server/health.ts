@@ -5,7 +5,7 @@
 // are encoded here by field number, like the CapacityProvider's
 // (src/server/codec.ts), because loading the package and the proto-loader it
 // parses health.proto with was a large part of start-up
-// (docs/performance.md#restart-on-an-existing-state).
+// (docs/performance.md#what-loads-before-the-port-opens).
 
 import * as grpc from "@grpc/grpc-js";
 import { Buffer } from "node:buffer";

@@ -3,7 +3,7 @@
 // port opens, but what answers them (src/server/reflection_service.ts:
 // @grpc/reflection, proto-loader, the parsed .proto files, ~75–115 ms) is
 // loaded on the first reflection call, so a restart never waits for it
-// (docs/performance.md#restart-on-an-existing-state). Until then each path
+// (docs/performance.md#what-loads-before-the-port-opens). Until then each path
 // has a stand-in that waits for the load and hands the call to the library's
 // handler; grpc-js decodes no request of a streaming call before its handler
 // reads, so the library's (de)serializers are in place by then.

@@ -2,7 +2,7 @@
 // with `deno info`. The other commands' work, server reflection and the
 // Proxmox client are loaded with import() when used; a static import of any
 // of them would put it back into every restart
-// (docs/performance.md#restart-on-an-existing-state).
+// (docs/performance.md#what-loads-before-the-port-opens).
 
 import assert from "node:assert/strict";
 import { REPO_ROOT } from "../harness/mod.ts";
