@@ -3,6 +3,8 @@
 // the Helm chart's `helm test`. Every check is one PASS/WARN/FAIL/SKIP line
 // with its fix; exit 0 only when nothing FAILs. It only reads: nothing is
 // created, changed or deleted, and no listener or state file is opened.
+// The checks and the report load when it runs: serving never needs them
+// (docs/performance.md#what-loads-before-the-port-opens).
 
 import { FLAG_TABLE, type FlagTable } from "../config/flags.ts";
 import { flagError, forFlag, quote } from "../config/errors.ts";
@@ -19,8 +21,7 @@ import {
   positiveDuration,
   write,
 } from "./command.ts";
-import { runPreflight } from "./preflight_checks.ts";
-import { type Format, FORMATS, ok, render } from "./preflight_report.ts";
+import type { Format } from "./preflight_report.ts";
 import { skipped } from "./preflight_result.ts";
 
 const PREFLIGHT = "Preflight";
@@ -62,8 +63,8 @@ export const preflight: Command = {
   run: runPreflightCommand,
 };
 
-function parseFormat(text: string): Format {
-  const f = FORMATS.find((x) => x === text);
+function parseFormat(text: string, formats: readonly Format[]): Format {
+  const f = formats.find((x) => x === text);
   if (!f) throw flagError("output", `want text, json or yaml, got ${quote(text)}`);
   return f;
 }
@@ -71,12 +72,16 @@ function parseFormat(text: string): Format {
 async function runPreflightCommand(args: string[], ctx: Context): Promise<number> {
   const p = parseCommandArgs(FLAGS, args, ctx);
   if (typeof p === "number") return p;
+  const [{ runPreflight }, { FORMATS, ok, render }] = await Promise.all([
+    import("./preflight_checks.ts"),
+    import("./preflight_report.ts"),
+  ]);
   const v = p.values as Record<string, string | boolean>;
   let config;
   let format: Format;
   let deadlineMs: number;
   try {
-    format = parseFormat(String(v.output));
+    format = parseFormat(String(v.output), FORMATS);
     deadlineMs = forFlag("timeout", () => positiveDuration(String(v.timeout)));
     // The serving flags as serve would load them: the same table, defaults and checks.
     const serving = Object.entries(FLAG_TABLE as FlagTable).flatMap(([name, spec]) =>

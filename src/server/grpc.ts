@@ -1,14 +1,12 @@
 // The gRPC listener: CapacityProvider, grpc.health.v1 and reflection on one
 // port, served by @grpc/grpc-js (which speaks h2c to grpc-go clients). The
-// CapacityProvider methods use the project's own codec (src/server/codec.ts);
-// proto-loader supplies the method paths and the descriptors for reflection.
+// CapacityProvider methods use the project's own codec (src/server/codec.ts)
+// at the paths their names give: parsing the .proto is left to reflection,
+// loaded on its first call (docs/performance.md#what-loads-before-the-port-opens).
 // Connections are accepted by src/server/listener.ts (TCP, TLS, limits, the
 // HTTP/2 frame guard) and injected into grpc-js.
 
 import * as grpc from "@grpc/grpc-js";
-import * as protoLoader from "@grpc/proto-loader";
-import { ReflectionService } from "@grpc/reflection";
-import { HealthImplementation, protoPath as HEALTH_PROTO_PATH } from "grpc-health-check";
 import { Buffer } from "node:buffer";
 import { setImmediate } from "node:timers";
 import type { TlsOptions } from "node:tls";
@@ -31,9 +29,13 @@ import {
   machineEncoder,
 } from "./codec.ts";
 import type { CreateMsg } from "./codec.ts";
+import { Health } from "./health.ts";
 import { pacedResponses, SLICE_BYTES } from "./large_response.ts";
+import { addReflection } from "./reflection.ts";
 
-export type Method = "Create" | "Configure" | "Drain" | "Delete" | "Get" | "List";
+/** The CapacityProvider RPCs, in the order provider.proto declares them. */
+export const METHODS = ["Create", "Configure", "Drain", "Delete", "Get", "List"] as const;
+export type Method = typeof METHODS[number];
 
 /** Told about every finished RPC; metrics and logs hang off this. */
 export interface RpcObserver {
@@ -65,6 +67,11 @@ export const SERVICE = "bigfleet.v1alpha1.CapacityProvider";
 export const PROTO_PATH = fileURLToPath(
   new URL("../../proto/bigfleet/v1alpha1/provider.proto", import.meta.url),
 );
+
+/** Where gRPC serves a method: /<package>.<service>/<method>, as protoc names it. */
+export function methodPath(method: Method): string {
+  return `/${SERVICE}/${method}`;
+}
 
 type Call = grpc.ServerUnaryCall<Uint8Array, Uint8Array>;
 type Handler = (request: Uint8Array, call: Call) => Promise<Uint8Array>;
@@ -104,13 +111,11 @@ export async function startGrpcServer(opts: GrpcOptions): Promise<GrpcServer> {
     },
   };
 
-  const packageDefinition = protoLoader.loadSync(PROTO_PATH, { keepCase: true });
-  const generated = packageDefinition[SERVICE] as protoLoader.ServiceDefinition;
   const definition: Record<string, grpc.MethodDefinition<Uint8Array, Uint8Array>> = {};
   const implementation: grpc.UntypedServiceImplementation = {};
-  for (const method of Object.keys(handlers) as Method[]) {
+  for (const method of METHODS) {
     definition[method] = {
-      path: generated[method].path,
+      path: methodPath(method),
       requestStream: false,
       responseStream: false,
       // Requests stay raw bytes: decoding happens inside the handler, so a
@@ -136,13 +141,9 @@ export async function startGrpcServer(opts: GrpcOptions): Promise<GrpcServer> {
   });
   server.addService(definition, implementation);
 
-  const health = new HealthImplementation({ "": "NOT_SERVING", [SERVICE]: "NOT_SERVING" });
+  const health = new Health({ "": "NOT_SERVING", [SERVICE]: "NOT_SERVING" });
   health.addToServer(server);
-  if (opts.reflection) {
-    // Describe health too, so `grpcurl list` shows everything on this port.
-    const healthDefinition = protoLoader.loadSync(HEALTH_PROTO_PATH, { keepCase: true });
-    new ReflectionService({ ...packageDefinition, ...healthDefinition }).addToServer(server);
-  }
+  if (opts.reflection) addReflection(server, PROTO_PATH);
 
   // TLS ends in the listener, so grpc-js is handed plaintext HTTP/2.
   const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure());

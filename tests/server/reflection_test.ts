@@ -1,11 +1,15 @@
-// gRPC server reflection on --addr, as grpcurl uses it: the v1 service lists
-// CapacityProvider and Health and serves the contract's file descriptor;
-// --reflection=false removes it. The client speaks the reflection protocol
-// through a minimal wire-compatible copy of its messages.
+// gRPC server reflection on --addr, as grpcurl uses it: the v1 and v1alpha
+// services list CapacityProvider and Health and serve the contract's file
+// descriptor; --reflection=false removes it. What answers is loaded on the
+// first call (src/server/reflection.ts), so a call on a server that has just
+// started is answered too. The client speaks the reflection protocol through
+// a minimal wire-compatible copy of its messages.
 
 import assert from "node:assert/strict";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
+import { PROTO_PATH } from "../../src/server/grpc.ts";
+import { addReflection } from "../../src/server/reflection.ts";
 import { fakeProviderArgs, startProvider } from "../harness/mod.ts";
 
 const REFLECTION_PROTO = `
@@ -42,14 +46,17 @@ interface ReflectionResponse {
   error_response?: { error_code: number; error_message: string };
 }
 
-async function reflectionClient(addr: string) {
+async function reflectionClient(addr: string, version = "v1") {
   const dir = await Deno.makeTempDir();
-  await Deno.writeTextFile(`${dir}/reflection.proto`, REFLECTION_PROTO);
+  await Deno.writeTextFile(
+    `${dir}/reflection.proto`,
+    REFLECTION_PROTO.replace("grpc.reflection.v1;", `grpc.reflection.${version};`),
+  );
   const def = protoLoader.loadSync(`${dir}/reflection.proto`, { keepCase: true, oneofs: true });
   await Deno.remove(dir, { recursive: true });
   // deno-lint-ignore no-explicit-any
   const pkg = grpc.loadPackageDefinition(def) as any;
-  const Ctor = pkg.grpc.reflection.v1.ServerReflection as typeof grpc.Client;
+  const Ctor = pkg.grpc.reflection[version].ServerReflection as typeof grpc.Client;
   return new Ctor(addr, grpc.credentials.createInsecure());
 }
 
@@ -116,6 +123,70 @@ Deno.test({
     } finally {
       client.close();
       await p.stop();
+    }
+  },
+});
+
+async function serve(contractProto: string): Promise<{ server: grpc.Server; addr: string }> {
+  const server = new grpc.Server();
+  addReflection(server, contractProto);
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync(
+      "127.0.0.1:0",
+      grpc.ServerCredentials.createInsecure(),
+      (e, p) => e ? reject(e) : resolve(p),
+    )
+  );
+  return { server, addr: `127.0.0.1:${port}` };
+}
+
+const serviceNames = (r: ReflectionResponse) =>
+  r.list_services_response!.service.map((s) => s.name).sort();
+
+Deno.test({
+  name: "reflection: the first calls, v1 and v1alpha at once, wait for the load and are answered",
+  async fn() {
+    const { server, addr } = await serve(PROTO_PATH);
+    const v1 = await reflectionClient(addr, "v1");
+    const v1alpha = await reflectionClient(addr, "v1alpha");
+    try {
+      const answers = await Promise.all([
+        ask(v1, { list_services: "*" }),
+        ask(v1alpha, { list_services: "*" }),
+        ask(v1, { file_containing_symbol: "grpc.health.v1.Health" }),
+      ]);
+      const expected = ["bigfleet.v1alpha1.CapacityProvider", "grpc.health.v1.Health"];
+      assert.deepEqual(serviceNames(answers[0]), expected);
+      assert.deepEqual(serviceNames(answers[1]), expected);
+      const health = answers[2].file_descriptor_response!.file_descriptor_proto
+        .map((d) => new TextDecoder("latin1").decode(d)).join("\n");
+      for (const name of ["HealthCheckRequest", "Watch", "List", "SERVICE_UNKNOWN"]) {
+        assert.ok(health.includes(name), `health descriptor lacks ${name}`);
+      }
+    } finally {
+      v1.close();
+      v1alpha.close();
+      server.forceShutdown();
+    }
+  },
+});
+
+Deno.test({
+  name: "reflection: nothing is parsed until a call; a load that fails is answered UNAVAILABLE",
+  async fn() {
+    // Registering with a contract that does not exist succeeds: nothing is read yet.
+    const { server, addr } = await serve("/nonexistent/provider.proto");
+    const client = await reflectionClient(addr);
+    try {
+      for (let i = 0; i < 2; i++) {
+        await assert.rejects(
+          ask(client, { list_services: "*" }),
+          (e: { code: number }) => e.code === grpc.status.UNAVAILABLE,
+        );
+      }
+    } finally {
+      client.close();
+      server.forceShutdown();
     }
   },
 });
