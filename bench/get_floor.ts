@@ -90,7 +90,11 @@ const echo = new Deno.Command(Deno.execPath(), {
   stdout: "piped",
 }).spawn();
 const reader = echo.stdout.pipeThrough(new TextDecoderStream()).getReader();
-while (!(await reader.read()).value?.includes("ready")) { /* wait */ }
+for (;;) {
+  const { done, value } = await reader.read();
+  if (value?.includes("ready")) break;
+  if (done) throw new Error("bench/get_floor_echo.ts exited before it was ready");
+}
 reader.releaseLock();
 const echoAddr = `127.0.0.1:${echoPort}`;
 
