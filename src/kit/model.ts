@@ -81,9 +81,11 @@ export interface MachineRecord {
   readonly orphan: boolean;
 }
 
+/** The transition a state belongs to (CREATING → create, …); checked per machine at every restart. */
+const KIND_VIA = new Map(
+  (Object.entries(EDGES) as [OpKind, (typeof EDGES)[OpKind]][]).map(([kind, e]) => [e.via, kind]),
+);
+
 export function transitionalKind(state: State): OpKind | null {
-  for (const [kind, edge] of Object.entries(EDGES) as [OpKind, (typeof EDGES)[OpKind]][]) {
-    if (edge.via === state) return kind;
-  }
-  return null;
+  return KIND_VIA.get(state) ?? null;
 }
