@@ -19,6 +19,12 @@ export interface BaseRef {
   pages: number;
   /** The first overlay generation that applies on top of this base. */
   gen: number;
+  /**
+   * The revision the packed state was at. It can be ahead of ["meta", "rev"]
+   * (the base may hold changes whose own commit a crash cut off), and the
+   * revision only grows, so a load takes the larger.
+   */
+  rev: number;
 }
 
 /** Records, then fence marks, per page: ~35 KB of JSON for typical records. */

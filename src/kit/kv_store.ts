@@ -162,11 +162,13 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
   /** The state as handed over (latest values): what the next base packs. */
   let live = new Map<string, MachineRecord>();
   let liveFences = new Map<string, FenceEntry>();
+  let liveRev = 0;
   /** A base being packed (or what it replaced being deleted). */
   let packing: Promise<void> | null = null;
   /**
-   * `live` holds the whole state (it was loaded, or the file was empty); a
-   * store written without load() never packs, or the base would miss the rest.
+   * `live` holds the whole state (it was loaded before any change, or the
+   * file was empty); a store written without load(), or before it, never
+   * packs, or the base would miss the rest.
    */
   let whole = false;
   /** Chunks and staged parts nothing references any more, deleted after the next commit. */
@@ -320,10 +322,11 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
    * Writes move to a new generation, which the new base's pointer keeps; the
    * snapshot holds every change handed over so far, so whatever lands in the
    * sealed generations (a commit in flight, a redo rolled forward after a
-   * crash) is already in the base. It may hold changes not committed yet:
-   * they are committed under the new generation with the same values, and a
-   * crash before that leaves state no client was answered about, as a crash
-   * just before an answer would.
+   * crash) is already in the base. It may hold changes not committed yet,
+   * whole ticks of them with their revision (a tick is handed over in one
+   * synchronous step): they are committed again under the new generation,
+   * and a crash before that loads the state after those ticks, as if their
+   * commits had landed and the crash came just before the answers.
    */
   function startPacking(): void {
     if (packing || !whole || !initialized || failure !== null) return;
@@ -335,7 +338,7 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
     const fences = [...liveFences.values()];
     packing = (async () => {
       const old = base;
-      const ref: BaseRef = { id: crypto.randomUUID(), pages: 0, gen };
+      const ref: BaseRef = { id: crypto.randomUUID(), pages: 0, gen, rev: liveRev };
       try {
         let batch: Mutation[] = [];
         let bytes = 0;
@@ -656,9 +659,11 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
     },
     async load(): Promise<PersistedState | null> {
       if (!(await recover())) return null;
-      const rev = await kv.get<number>(REV_KEY);
+      const rev = (await kv.get<number>(REV_KEY)).value ?? 0;
       await readState();
-      whole = true;
+      liveRev = Math.max(rev, base?.rev ?? 0);
+      // Changes handed over before (or during) the load are not in what was read.
+      whole = enqueued === 0;
       // Chunks of a write cut short before its batch, or superseded ones not yet deleted.
       const orphans: Deno.KvKey[] = [];
       for await (const e of kv.list({ prefix: ["mc"] })) {
@@ -669,7 +674,7 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
       return {
         machines: [...live.values()],
         fences: [...liveFences.values()],
-        rev: rev.value ?? 0,
+        rev: liveRev,
       };
     },
     putMachine(m) {
@@ -685,7 +690,10 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
       liveFences.set(key, e);
       enqueue(`f\0${key}`, { t: "fence", e });
     },
-    putRevision: (rev) => enqueue("rev", { t: "rev", rev }),
+    putRevision(rev) {
+      liveRev = rev;
+      enqueue("rev", { t: "rev", rev });
+    },
     openFirstWrite() {
       firstWriteOpen = true;
       return () => {

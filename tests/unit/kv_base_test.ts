@@ -229,6 +229,25 @@ Deno.test("kv base: a store written without loading never packs a partial state"
     assert.deepEqual((await reload(path))!.machines.sort(byId), want.sort(byId));
   }));
 
+Deno.test("kv base: a store written before its load never packs what the load missed", () =>
+  withStore(async (path) => {
+    assert.ok(await session(path, (s) => fleet(2000, "v1").forEach((m) => s.putMachine(m))));
+    const before = await baseRef(path);
+    const s = await openKvStore(path);
+    s.putMachine(machine("early", { lastError: "before load" }));
+    await s.load();
+    for (const m of fleet(1200, "v2")) s.putMachine(m);
+    await s.durable();
+    await s.close();
+    assert.deepEqual(await baseRef(path), before, "no base packed from a partial view");
+    const want = [
+      machine("early", { lastError: "before load" }),
+      ...fleet(1200, "v2"),
+      ...fleet(2000, "v1").slice(1200),
+    ];
+    assert.deepEqual((await reload(path))!.machines.sort(byId), want.sort(byId));
+  }));
+
 Deno.test("kv base: a file from a newer format is refused, not misread", () =>
   withStore(async (path) => {
     assert.ok(await session(path, (s) => s.putMachine(machine("a"))));
