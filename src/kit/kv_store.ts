@@ -62,6 +62,11 @@ const RETRY_MS = 500;
 const BASE_COMMIT_BYTES = 130_000;
 /** A new base is packed once the overlay holds this many keys, or a quarter of the fleet if more. */
 const OVERLAY_MIN = 1_000;
+/**
+ * After a packing fails (a disk with room for lifecycle commits but not for a
+ * base), none starts again for this long: each attempt costs O(fleet).
+ */
+const PACK_RETRY_MS = 30_000;
 
 const FORMAT_KEY: Deno.KvKey = ["meta", "format"];
 /** 1: per-record keys (and the overlay); 2: a packed base is in use. */
@@ -165,6 +170,7 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
   let liveRev = 0;
   /** A base being packed (or what it replaced being deleted). */
   let packing: Promise<void> | null = null;
+  let packAgainAt = 0;
   /**
    * `live` holds the whole state (it was loaded before any change, or the
    * file was empty); a store written without load(), or before it, never
@@ -330,6 +336,7 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
    */
   function startPacking(): void {
     if (packing || !whole || !initialized || failure !== null) return;
+    if (performance.now() < packAgainAt) return;
     const gen = ++writeGen;
     const carried = overlayKeys;
     genKeys = new Set();
@@ -357,6 +364,7 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
         await runBatched(batch, [mutation(BASE_KEY, ref), mutation(FORMAT_KEY, FORMAT_BASE)]);
       } catch (e) {
         overlayKeys += carried;
+        packAgainAt = performance.now() + PACK_RETRY_MS;
         log.debug("state store: packing the state failed, the overlay stays: {error}", {
           error: message(e),
         });

@@ -3,6 +3,7 @@
 // anything, whenever it is cut short.
 
 import assert from "node:assert/strict";
+import { pollWithin } from "../../src/kit/deadline.ts";
 import { openKvStore } from "../../src/kit/kv_store.ts";
 import { encodeRecord } from "../../src/kit/record_codec.ts";
 import type { MachineRecord } from "../../src/kit/model.ts";
@@ -245,6 +246,41 @@ Deno.test("kv base: a store written before its load never packs what the load mi
       ...fleet(1200, "v2"),
       ...fleet(2000, "v1").slice(1200),
     ];
+    assert.deepEqual((await reload(path))!.machines.sort(byId), want.sort(byId));
+  }));
+
+Deno.test("kv base: a repack that fails is not retried after every commit", () =>
+  withStore(async (path) => {
+    assert.ok(await session(path, (s) => fleet(2000, "v1").forEach((m) => s.putMachine(m))));
+    // Base pages are refused (a disk with room for small commits only); the rest goes through.
+    const faults = kvFaults();
+    let pageCommits = 0;
+    faults.failWhen = (c) => {
+      const page = c.sets.some((k) => k[0] === "b");
+      if (page) pageCommits++;
+      return page;
+    };
+    const s = await openKvStore(path, { wrapKv: faults.wrap });
+    await s.load();
+    const v2 = fleet(1200, "v2");
+    v2.forEach((m) => s.putMachine(m));
+    await s.durable();
+    const tried = await pollWithin(
+      AbortSignal.timeout(10_000),
+      10,
+      10_000,
+      () => Promise.resolve(pageCommits > 0 ? true : undefined),
+    );
+    assert.ok(tried, "a repack was attempted");
+    const extra = Array.from({ length: 5 }, (_, i) => machine(`x/${i}`));
+    for (const m of extra) {
+      faults.failing = false;
+      s.putMachine(m);
+      await s.durable();
+    }
+    await s.close();
+    assert.equal(pageCommits, 1, "one attempt, not one per commit");
+    const want = [...v2, ...fleet(2000, "v1").slice(1200), ...extra];
     assert.deepEqual((await reload(path))!.machines.sort(byId), want.sort(byId));
   }));
 
