@@ -139,7 +139,7 @@ export function expandSlots(
     const labels = frozenPairs(o.labels);
     const first = next.get(key) ?? 0;
     next.set(key, first + o.count);
-    const prefix = slotId(provider, o.instanceType, o.zone, 0).slice(0, -3);
+    const prefix = slotPrefix(provider, o.instanceType, o.zone);
     for (let index = first; index < first + o.count; index++) {
       slots.push({
         id: prefix + String(index).padStart(3, "0"),
@@ -166,7 +166,12 @@ export function slotId(
   zone: string,
   index: number,
 ): string {
-  return `${provider}/OnDemand/${instanceType}/${zone}/${String(index).padStart(3, "0")}`;
+  return slotPrefix(provider, instanceType, zone) + String(index).padStart(3, "0");
+}
+
+/** What every slot id of one (type, zone) starts with; the index follows. */
+function slotPrefix(provider: string, instanceType: string, zone: string): string {
+  return `${provider}/OnDemand/${instanceType}/${zone}/`;
 }
 
 /** Distinct zones of the offerings in first-seen order. */

@@ -9,6 +9,7 @@
 // values as dictionary indexes), fence marks as [shard, machine, epoch, seq]
 // with the numbers as decimal strings.
 
+import { Buffer } from "node:buffer";
 import type { FenceEntry } from "./store.ts";
 import type { MachineRecord } from "./model.ts";
 import { packer, unpacker } from "./record_codec.ts";
@@ -62,12 +63,16 @@ export function* packBase(
 }
 
 function chunked(page: unknown): Uint8Array[] {
-  const bytes = enc.encode(JSON.stringify(page));
-  const chunks: Uint8Array[] = [];
+  return slices(enc.encode(JSON.stringify(page)));
+}
+
+/** `bytes` cut into KV values of at most CHUNK_BYTES (views, not copies). */
+export function slices(bytes: Uint8Array): Uint8Array[] {
+  const out: Uint8Array[] = [];
   for (let off = 0; off < bytes.length; off += CHUNK_BYTES) {
-    chunks.push(bytes.subarray(off, off + CHUNK_BYTES));
+    out.push(bytes.subarray(off, off + CHUNK_BYTES));
   }
-  return chunks;
+  return out;
 }
 
 /** Reads base `ref` page by page, handing each decoded entry over. */
@@ -82,7 +87,7 @@ export async function readBase(
   let pages = 0;
   const finish = () => {
     if (chunks.length > 0) {
-      decodePage(joinChunks(chunks), onMachine, onFence);
+      decodePage(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks), onMachine, onFence);
       pages++;
     }
     chunks = [];
@@ -119,17 +124,6 @@ function decodePage(
       mark: { epoch: BigInt(e[2]), seq: BigInt(e[3]) },
     });
   }
-}
-
-function joinChunks(chunks: Uint8Array[]): Uint8Array {
-  if (chunks.length === 1) return chunks[0];
-  const out = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
-  let off = 0;
-  for (const c of chunks) {
-    out.set(c, off);
-    off += c.length;
-  }
-  return out;
 }
 
 function corrupt(ref: BaseRef): Error {

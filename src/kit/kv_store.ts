@@ -44,14 +44,13 @@ import { Buffer } from "node:buffer";
 import { fenceKey } from "./fence.ts";
 import type { FenceEntry, PersistedState, StateStore } from "./store.ts";
 import type { MachineRecord } from "./model.ts";
-import { baseKey, packBase, readBase } from "./kv_base.ts";
+import { baseKey, packBase, readBase, slices } from "./kv_base.ts";
 import type { BaseRef } from "./kv_base.ts";
 import { decodeRecord, encodeRecord } from "./record_codec.ts";
 import { lockState } from "./state_lock.ts";
 import type { StateLock } from "./state_lock.ts";
 
 const INLINE_MAX = 60_000;
-const CHUNK_BYTES = 60_000;
 const ATOMIC_MAX_BYTES = 600_000;
 const ATOMIC_MAX_OPS = 500;
 /** Mutations packed into one staged redo value (a KV value holds 64 KiB). */
@@ -486,10 +485,7 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
   }
 
   async function writeChunks(id: string, g: string, bytes: Uint8Array): Promise<number> {
-    const ops: Mutation[] = [];
-    for (let off = 0; off < bytes.length; off += CHUNK_BYTES) {
-      ops.push(mutation(["mc", id, g, ops.length], bytes.subarray(off, off + CHUNK_BYTES)));
-    }
+    const ops = slices(bytes).map((chunk, i) => mutation(["mc", id, g, i], chunk));
     await runBatched(ops);
     return ops.length;
   }

@@ -48,20 +48,11 @@ function sharedStr(recent: Recent<string>, v: unknown): string {
 }
 
 export function encodeRecord(m: MachineRecord): Uint8Array {
-  return enc.encode(recordJson(m));
+  return enc.encode(JSON.stringify(m));
 }
 
 export function decodeRecord(bytes: Uint8Array): MachineRecord {
-  return recordFromJson(JSON.parse(dec.decode(bytes)));
-}
-
-/** The record as JSON text, the form `encodeRecord` writes and packed pages hold. */
-function recordJson(m: MachineRecord): string {
-  return JSON.stringify(m);
-}
-
-/** A record from its parsed JSON (`recordJson`), checked and normalised. */
-function recordFromJson(raw: Record<string, unknown>): MachineRecord {
+  const raw = JSON.parse(dec.decode(bytes));
   const state = Number(raw.state);
   if (typeof raw.id !== "string" || raw.id === "" || !STATES.has(state)) {
     throw new Error("corrupt machine record in state store");
