@@ -184,7 +184,8 @@ for (const [pve, roles] of [["8", ROLES_PVE8], ["9", ROLES_PVE9]] as const) {
         [["--vlan-tags", "200"], false],
       ] as const
     ) {
-      const res = await setupToken({ roles }, [...args]);
+      // The simulator's template disk is on ceph-vm: clone checks AllocateSpace there.
+      const res = await setupToken({ roles }, ["--storages", "ceph-vm", ...args]);
       assert.equal(res.code, 0, res.stderr);
       await using r = await rig({ acl: aclOf(res.mutations) });
       r.sim.editVmOutOfBand(9000, (c) => {

@@ -10,8 +10,9 @@
 // Plain Linux bridges are in the zone `localnetwork`. Answered as the
 // caller's effective permissions by GET /access/permissions (routes/access.ts).
 
-import { forbidden } from "./errors.ts";
+import { fail, forbidden } from "./errors.ts";
 import type { SimCore } from "./router.ts";
+import { isCdrom, volumesOf } from "./storage.ts";
 import type { SimAcl, SimAclEntry } from "./types.ts";
 
 /** Privileges every PVE 8 and 9 knows (pve-access-control's privilege groups). */
@@ -147,8 +148,43 @@ export function effectivePrivs(
 }
 
 /** Whether the (privilege-separated) token holds `priv` on `path` under `acl`. */
-export function hasPriv(acl: SimAcl, path: string, priv: string): boolean {
-  return effectivePrivs(acl, path).has(priv);
+export function hasPriv(
+  acl: SimAcl,
+  path: string,
+  priv: string,
+  poolOf: (path: string) => string | undefined = () => undefined,
+): boolean {
+  return effectivePrivs(acl, path, "token", poolOf).has(priv);
+}
+
+/**
+ * The pool a `/vms/<id>` path's VM is in now. destroy_vm's remove_vm_access
+ * drops the VMID from its pool before the config goes, so a destroyed (or
+ * never created) VMID has none: a token whose rights come only through the
+ * pool then gets 403 there, not "does not exist".
+ */
+export function vmPoolOf(core: SimCore): (path: string) => string | undefined {
+  return (path) => {
+    const m = /^\/vms\/(\d+)$/.exec(path);
+    return m ? core.state.vms.get(Number(m[1]))?.pool : undefined;
+  };
+}
+
+/** Whether the token may do `priv` on VM `vmid` (everything without an ACL model). */
+export function mayOnVm(core: SimCore, vmid: number, priv: string): boolean {
+  const acl = core.faults.acl;
+  return acl === null || hasPriv(acl, `/vms/${vmid}`, priv, vmPoolOf(core));
+}
+
+/** rpcenv->check on `/vms/<vmid>` (pool-derived rights included): 403 like PVE. */
+export function requireOnVm(core: SimCore, vmid: number, priv: string): void {
+  if (!mayOnVm(core, vmid, priv)) throw forbidden(`/vms/${vmid}`, priv);
+}
+
+/** rpcenv->check on any other path (no pool involved): 403 like PVE. */
+export function requirePriv(core: SimCore, path: string, priv: string): void {
+  const acl = core.faults.acl;
+  if (acl !== null && !hasPriv(acl, path, priv)) throw forbidden(path, priv);
 }
 
 /** VLAN ids of a `trunks=` value: `10;20-22` → 10, 20, 21, 22. */
@@ -184,6 +220,64 @@ export function checkNetworkAccess(core: SimCore, config: Record<string, unknown
     if (!/^net\d+$/.test(k)) continue;
     for (const path of vnetPaths(String(v), acl.vnetZones)) {
       if (!hasPriv(acl, path, "SDN.Use")) throw forbidden(path, "SDN.Use");
+    }
+  }
+}
+
+/** A `key=value,...` property string's value for `key` (or the bare first element for `first`). */
+function prop(value: string | number, key: string, first?: string): string | undefined {
+  for (const [i, part] of String(value).split(",").entries()) {
+    const eq = part.indexOf("=");
+    if (eq < 0 && i === 0 && first === key) return part;
+    if (eq >= 0 && part.slice(0, eq) === key) return part.slice(eq + 1);
+  }
+  return undefined;
+}
+
+/**
+ * clone_vm's checks on what the source config uses, before the fork:
+ * check_storage_access_clone (Datastore.AllocateSpace on each disk's storage,
+ * or on `storage` when given, and on `vmstatestorage`; Sys.Console on / for
+ * the host's physical `cdrom`; ISO and cloud-init drives pass) and
+ * check_mapping_access (Mapping.Use on /mapping/usb|pci/<name>,
+ * /mapping/hwrng, /mapping/dir/<id>; a host USB or PCI device only root may
+ * pass on). 403s like PVE; the device cases die with their 500 text.
+ */
+export function checkCloneAccess(
+  core: SimCore,
+  config: Record<string, string | number>,
+  storage: string | undefined,
+): void {
+  if (core.faults.acl === null) return;
+  for (const [key, value] of Object.entries(config)) {
+    if (!/^(ide|sata)\d+$/.test(key) || !isCdrom(value)) continue;
+    if (String(value).split(",")[0] === "cdrom") requirePriv(core, "/", "Sys.Console");
+  }
+  for (const v of volumesOf(config)) {
+    if (v.cdrom || v.storage === null) continue;
+    requirePriv(core, `/storage/${storage ?? v.storage}`, "Datastore.AllocateSpace");
+  }
+  if (config.vmstatestorage !== undefined) {
+    requirePriv(core, `/storage/${config.vmstatestorage}`, "Datastore.AllocateSpace");
+  }
+  for (const [key, value] of Object.entries(config)) {
+    if (/^usb\d+$/.test(key)) {
+      const host = prop(value, "host", "host");
+      if (host !== undefined && !/^spice$/i.test(host)) {
+        throw fail(`only root can set '${key}' config for real devices`);
+      }
+      const mapping = prop(value, "mapping");
+      if (mapping !== undefined) requirePriv(core, `/mapping/usb/${mapping}`, "Mapping.Use");
+    } else if (/^hostpci\d+$/.test(key)) {
+      const mapping = prop(value, "mapping");
+      if (mapping === undefined) {
+        throw fail(`only root can set '${key}' config for non-mapped devices`);
+      }
+      requirePriv(core, `/mapping/pci/${mapping}`, "Mapping.Use");
+    } else if (/^rng\d+$/.test(key) && prop(value, "source", "source") === "/dev/hwrng") {
+      requirePriv(core, "/mapping/hwrng", "Mapping.Use");
+    } else if (/^virtiofs\d$/.test(key)) {
+      requirePriv(core, `/mapping/dir/${prop(value, "dirid", "dirid")}`, "Mapping.Use");
     }
   }
 }

@@ -23,7 +23,7 @@ export function assertAgent(env: AgentEnv, vm: VmRecord, qgaCommand: string): vo
   }
   if (env.faults.agentTimeouts > 0) {
     env.faults.agentTimeouts--;
-    throw fail(`VM ${vm.vmid} qga command '${qgaCommand}' failed - got timeout`);
+    throw fail(`VM ${vm.vmid} qmp command '${qgaCommand}' failed - got timeout`);
   }
 }
 

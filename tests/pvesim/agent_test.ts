@@ -92,7 +92,7 @@ Deno.test("agent faults: timeouts, agentDown, agentSlowMs", async () => {
     const t = await api.call("GET", `${base}/agent/get-osinfo`);
     assert.equal(
       t.body.message,
-      `VM ${vmid} qga command 'guest-get-osinfo' failed - got timeout\n`,
+      `VM ${vmid} qmp command 'guest-get-osinfo' failed - got timeout\n`,
     );
     assert.equal((await api.call("GET", `${base}/agent/get-osinfo`)).status, 200);
     sim.faults.agentDown = true;

@@ -1,13 +1,19 @@
 // Disks and storage availability as qemu-server's destroy_vm meets them:
 // referenced volumes are freed first (a volume already gone is a warning,
-// not an error); with destroy-unreferenced-disks=1 it then lists the VMID's
-// volumes on every image storage of the node, which activates each storage,
-// and an offline one ends the task (`storage 'x' is not online`) before the
-// config is removed. A retry frees nothing new and dies the same way.
+// not an error; one whose vdisk_free fails is only warned about in the task
+// log, `Could not remove disk '<volid>', check manually: <error>`, with a
+// plain Perl `warn` that PVE 8.4's task does not count, so the task still
+// ends OK and the volume stays); with destroy-unreferenced-disks=1 it then
+// lists the VMID's volumes on every image storage of the node, which
+// activates each storage (an offline one ends the task, `storage 'x' is not
+// online`, before the config is removed) and tries each volume left again
+// (its error logged bare). A retry frees nothing new and dies the same way.
 
+import { takeVolumeFailure } from "./faults.ts";
 import { TaskFailure } from "./errors.ts";
 import type { SimCore } from "./router.ts";
 import type { VmRecord } from "./state.ts";
+import { volumeStorage } from "./storage.ts";
 
 /** Volumes each VM record has already had freed (a failed destroy leaves its config behind). */
 const freed = new WeakMap<VmRecord, Set<string>>();
@@ -32,23 +38,54 @@ export function offlineStorages(core: SimCore): string[] {
   return core.faults.offlineStorages;
 }
 
+export interface DestroyedDisks {
+  /** Warnings PVE counts (volumes already gone): the task's `WARNINGS: n`. */
+  warnings: number;
+  /** Lines the worker printed. */
+  log: string[];
+}
+
 /**
- * The disk part of a destroy worker. Returns the number of warnings
- * (volumes that were already gone); throws TaskFailure like the real worker.
+ * The disk part of a destroy worker: frees what it can, records what it
+ * cannot (`core.state.leftovers`), throws TaskFailure like the real worker.
  */
-export function destroyDisks(core: SimCore, vm: VmRecord, purgeUnreferenced: boolean): number {
+export function destroyDisks(
+  core: SimCore,
+  vm: VmRecord,
+  purgeUnreferenced: boolean,
+): DestroyedDisks {
   const done = freed.get(vm) ?? new Set<string>();
   freed.set(vm, done);
-  let warnings = 0;
+  const out: DestroyedDisks = { warnings: 0, log: [] };
   for (const volid of ownedVolumes(vm)) {
-    if (done.has(volid)) warnings++;
-    else done.add(volid);
+    if (done.has(volid)) {
+      out.warnings++;
+      continue;
+    }
+    const error = takeVolumeFailure(core.faults, volid);
+    if (error === undefined) {
+      done.add(volid);
+      core.state.leftovers.delete(volid);
+      continue;
+    }
+    core.state.leftovers.set(volid, {
+      node: vm.node,
+      storage: volumeStorage(volid) ?? "",
+      vmid: vm.vmid,
+    });
+    out.log.push(`Could not remove disk '${volid}', check manually: ${error}`);
   }
+  if (!purgeUnreferenced) return out;
   const offline = offlineStorages(core);
-  if (purgeUnreferenced && offline.length > 0) {
-    throw new TaskFailure(`storage '${offline[0]}' is not online`);
+  if (offline.length > 0) throw new TaskFailure(`storage '${offline[0]}' is not online`);
+  // vdisk_list finds what is left of this VMID and tries it once more.
+  for (const [volid, where] of core.state.leftovers) {
+    if (where.vmid !== vm.vmid || where.node !== vm.node) continue;
+    const error = takeVolumeFailure(core.faults, volid);
+    if (error === undefined) core.state.leftovers.delete(volid);
+    else out.log.push(error);
   }
-  return warnings;
+  return out;
 }
 
 /** Volumes of this VM that were freed by (possibly failed) destroy tasks. */

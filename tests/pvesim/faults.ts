@@ -27,7 +27,23 @@ export function defaultFaults(auditHidden: boolean): SimFaults {
     offlineNodes: [],
     acl: null,
     offlineReply: { status: 595, reason: "No route to host", delayMs: 0 },
+    datacenter: {},
+    volumeFreeFailures: [],
+    destroyDies: 0,
   };
+}
+
+/** The failure text for freeing `volid` now, consuming one use (faults.volumeFreeFailures). */
+export function takeVolumeFailure(f: SimFaults, volid: string): string | undefined {
+  const i = f.volumeFreeFailures.findIndex((r) => pathMatches(r.match, volid));
+  if (i < 0) return undefined;
+  const rule = f.volumeFreeFailures[i];
+  if (rule.times !== undefined) {
+    if (rule.times <= 0) return undefined;
+    rule.times--;
+    if (rule.times === 0) f.volumeFreeFailures.splice(i, 1);
+  }
+  return rule.message;
 }
 
 /** The injected error text for a task of this type, consuming one use. */

@@ -83,6 +83,7 @@ export async function startSimulator(opts: SimOptions = {}): Promise<Simulator> 
   const timers = new Timers();
   const faults = defaultFaults(opts.auditHidden ?? false);
   faults.acl = opts.acl ?? null;
+  faults.datacenter = opts.datacenter ?? {};
   const core: SimCore = {
     state,
     tasks: new TaskRegistry(timers),
@@ -159,6 +160,9 @@ export async function startSimulator(opts: SimOptions = {}): Promise<Simulator> 
       state.vms.delete(vmid);
     },
     editVmOutOfBand,
+    leftoverVolumes: () =>
+      [...state.leftovers].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+        .map(([volid, where]) => ({ volid, ...where })),
     addVm: (t) => void state.addTemplate(t),
     setLock: (vmid, lock) => {
       const vm = mustVm(vmid);

@@ -167,7 +167,13 @@ Deno.test("clone checks SDN.Use on the template's NICs before forking (403, noth
       c.net0 = `${c.net0},tag=100`;
     });
     sim.faults.acl = {
-      entries: [{ path: "/sdn/zones/localnetwork/vmbr0", privs: ["SDN.Use"], propagate: false }],
+      entries: [
+        { path: "/sdn/zones/localnetwork/vmbr0", privs: ["SDN.Use"], propagate: false },
+        // What clone needs besides: the template, the new VMID, the disk's storage.
+        { path: "/vms/9000", privs: ["VM.Clone", "VM.Audit"] },
+        { path: "/vms", privs: ["VM.Allocate", "VM.Audit"], propagate: true },
+        { path: "/storage/ceph-vm", privs: ["Datastore.AllocateSpace"] },
+      ],
     };
     const r = await rawRequest(sim, "POST", "/nodes/pve1/qemu/9000/clone", {
       body: JSON.stringify({ newid: 120, full: 1 }),

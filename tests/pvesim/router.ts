@@ -31,6 +31,8 @@ export interface Route {
   schema: Schema;
   /** ACL path + privilege named in a forced 403 (faults.forbidden). */
   perm: (p: Params) => [string, string];
+  /** The method's own permission check under the ACL model (acl.ts), before the handler; 403s. */
+  check?: (core: SimCore, p: Params) => void;
   handler: (ctx: RouteCtx) => unknown | Promise<unknown>;
 }
 

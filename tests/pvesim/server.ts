@@ -255,6 +255,7 @@ export class SimServer {
       const [aclPath, priv] = m.route.perm(params);
       throw forbidden(aclPath, priv);
     }
+    m.route.check?.(o.core, params);
 
     const rule = take596(o.core.faults, method, path);
     if (rule && rule.performed === false) return await this.#proxyFailure(rule);

@@ -4,6 +4,7 @@
 import { createHash } from "node:crypto";
 import { lockedError, noConfig } from "./errors.ts";
 import { normaliseTags } from "./params.ts";
+import { withPending } from "./pending.ts";
 import { type StorageRecord, storageRecord } from "./storage.ts";
 import type {
   SimExec,
@@ -34,6 +35,9 @@ export interface VmRecord {
   vmid: number;
   node: string;
   config: Record<string, ConfigValue>;
+  /** The config's [PENDING] section (pending.ts): changes not applied yet. */
+  pending: Record<string, ConfigValue>;
+  pendingDelete: Set<string>;
   status: "running" | "stopped";
   startedAt: number;
   qemuPid: number;
@@ -93,6 +97,8 @@ export function newVmRecord(vmid: number, node: string, config: Record<string, C
     vmid,
     node,
     config,
+    pending: {},
+    pendingDelete: new Set(),
     status: "stopped",
     startedAt: 0,
     qemuPid: 0,
@@ -146,13 +152,17 @@ export function effectiveVcpus(c: Record<string, ConfigValue>): number {
   return c.vcpus !== undefined ? Number(c.vcpus) : max;
 }
 
-/** agent property string → enabled? ("1", "enabled=1,fstrim_cloned_disks=1", "0"). */
+/**
+ * agent property string → enabled? (`1`, `enabled=on,fstrim_cloned_disks=1`,
+ * `0`): `enabled` is the default key and a JSONSchema boolean, which
+ * parse_boolean reads as 1|on|yes|true, case-insensitively.
+ */
 export function agentEnabled(v: ConfigValue | undefined): boolean {
   if (v === undefined) return false;
   const s = String(v);
   for (const part of s.split(",")) {
     const [k, val] = part.includes("=") ? part.split("=", 2) : ["enabled", part];
-    if (k === "enabled") return val === "1" || val === "on" || val === "yes" || val === "true";
+    if (k === "enabled") return /^(1|on|yes|true)$/i.test(val);
   }
   return false;
 }
@@ -182,6 +192,8 @@ export class ClusterState {
   readonly cloneLocks = new Set<string>();
   /** storage.cfg by storage id. */
   readonly storages = new Map<string, StorageRecord>();
+  /** Volumes a destroy left behind (destroy.ts): volid → where and whose. */
+  readonly leftovers = new Map<string, { node: string; storage: string; vmid: number }>();
 
   constructor(
     readonly nodes: string[],
@@ -290,14 +302,20 @@ export class ClusterState {
   }
 
   digest(vm: VmRecord): string {
-    const text = Object.keys(vm.config).sort().map((k) => `${k}: ${vm.config[k]}`).join("\n");
+    const lines = (c: Record<string, ConfigValue>) =>
+      Object.keys(c).sort().map((k) => `${k}: ${c[k]}`).join("\n");
+    const pending = lines(vm.pending) + [...vm.pendingDelete].sort().join(",");
+    const text = lines(vm.config) + (pending === "" ? "" : `\n[PENDING]\n${pending}`);
     return createHash("sha1").update(text).digest("hex");
   }
 
-  /** GET config view: description trimmed at the end, digest added. */
-  configView(vm: VmRecord): Record<string, ConfigValue> {
+  /**
+   * GET config view: pending changes applied unless `current`, description
+   * trimmed at the end, digest added.
+   */
+  configView(vm: VmRecord, current = false): Record<string, ConfigValue> {
     const out: Record<string, ConfigValue> = {};
-    for (const [k, v] of Object.entries(vm.config)) {
+    for (const [k, v] of Object.entries(current ? vm.config : withPending(vm))) {
       out[k] = k === "description" ? String(v).replace(/\s+$/, "") : v;
     }
     out.digest = this.digest(vm);
@@ -319,6 +337,7 @@ export class ClusterState {
       pool: vm.pool,
       foreign: vm.foreign,
       config: { ...c },
+      pending: { ...vm.pending },
       files: Object.fromEntries([...vm.files].map(([k, v]) => [k, v.slice()])),
       fileWrites: vm.fileWrites.map((w) => ({ ...w })),
       execs: [...vm.execs.values()].map((e) => {

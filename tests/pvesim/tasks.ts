@@ -11,6 +11,12 @@ export interface Task extends SimTask {
   log: string[];
 }
 
+/**
+ * Thrown by a worker that dies without a final line (killed, its node
+ * rebooted): upid_read_status then reads `unexpected status`.
+ */
+export class TaskDied extends Error {}
+
 const hex8 = (n: number) => n.toString(16).toUpperCase().padStart(8, "0");
 
 export function formatUpid(
@@ -108,6 +114,7 @@ export class TaskRegistry {
     this.timers.sleep(0).then(() => work(t)).then(
       (warnings) => this.#finish(t, warnings ? `WARNINGS: ${warnings}` : "OK"),
       (err) => {
+        if (err instanceof TaskDied) return this.#finish(t, "unexpected status", false);
         const msg = err instanceof TaskFailure
           ? err.message
           : err instanceof Error
@@ -119,8 +126,10 @@ export class TaskRegistry {
     return t;
   }
 
-  #finish(t: Task, exitstatus: string): void {
-    if (exitstatus !== "OK" && !exitstatus.startsWith("WARNINGS")) {
+  #finish(t: Task, exitstatus: string, finalLine = true): void {
+    if (!finalLine) {
+      // No TASK line: the status reader finds none.
+    } else if (exitstatus !== "OK" && !exitstatus.startsWith("WARNINGS")) {
       t.log.push(`TASK ERROR: ${exitstatus}`);
     } else if (exitstatus.startsWith("WARNINGS")) {
       t.log.push(`TASK ${exitstatus}`);

@@ -108,6 +108,31 @@ export interface SimOptions {
   pveVersion?: string;
   /** Initial `faults.acl`. */
   acl?: SimAcl;
+  /** Initial `faults.datacenter` (datacenter.cfg: tag policy, next-id range). */
+  datacenter?: SimDatacenter;
+}
+
+/** The datacenter.cfg options the simulator models (policy.ts). */
+export interface SimDatacenter {
+  /** `user-tag-access`: `user-allow` (default free) and the literal `user-allow-list`. */
+  userTagAccess?: {
+    userAllow?: "free" | "list" | "existing" | "none";
+    userAllowList?: string[];
+  };
+  /** `registered-tags`: setting or removing them needs Sys.Modify on /. */
+  registeredTags?: string[];
+  /** `next-id`: the range /cluster/nextid searches, lower inclusive, upper exclusive. */
+  nextId?: { lower?: number; upper?: number };
+}
+
+/** A volume vdisk_free fails on (an RBD image still watched, an LV still open). */
+export interface VolumeFreeFailure {
+  /** Volume ids it applies to (a string matches as a substring). */
+  match: string | RegExp;
+  /** The storage plugin's error, e.g. `rbd rm 'vm-105-disk-0' error: rbd: error: image still has watchers`. */
+  message: string;
+  /** How many frees fail before one succeeds; undefined = every one. */
+  times?: number;
 }
 
 /** One ACL entry as `pveum acl modify <path> --roles … --propagate …` writes it. */
@@ -127,7 +152,14 @@ export interface SimAcl {
   vnetZones?: Record<string, string>;
 }
 
-export type TaskType = "qmclone" | "qmstart" | "qmstop" | "qmshutdown" | "qmdestroy" | "qmconfig";
+export type TaskType =
+  | "qmclone"
+  | "qmstart"
+  | "qmstop"
+  | "qmshutdown"
+  | "qmdestroy"
+  | "qmconfig"
+  | "imgdel";
 
 export interface Http596Rule {
   /** Matched against the path below /api2/json (no query). A string matches as a substring. */
@@ -173,7 +205,7 @@ export interface SimFaults {
   http596: Http596Rule[];
   /** Every agent call answers this much later. */
   agentSlowMs: number;
-  /** The next n agent calls fail with "VM <id> qga command 'guest-…' failed - got timeout". */
+  /** The next n agent calls fail with "VM <id> qmp command 'guest-…' failed - got timeout". */
   agentTimeouts: number;
   /** The guest agent never comes up ("QEMU guest agent is not running"). */
   agentDown: boolean;
@@ -218,6 +250,21 @@ export interface SimFaults {
   offlineReply: { status: number; reason: string; delayMs: number };
   /** Override the scripted guest: return a result to take over, undefined to fall through. */
   execHandler?: (argv: string[], stdin: Uint8Array, vmid: number) => GuestResult | undefined;
+  /** datacenter.cfg (policy.ts); default: nothing set (tags free, next-id 100..1000000). */
+  datacenter: SimDatacenter;
+  /**
+   * Volumes whose vdisk_free fails: destroy_vm only warns (`Could not remove
+   * disk '<volid>', check manually: <message>`, the task still ends OK) and
+   * the volume stays (`sim.leftoverVolumes()`); a storage content DELETE of
+   * it fails its imgdel task with the message while the failure holds.
+   */
+  volumeFreeFailures: VolumeFreeFailure[];
+  /**
+   * The next n destroy tasks die right after destroy_vm wrote the config
+   * stub `lock: destroyed` (disks freed): the VMID keeps that stub (and its
+   * pool), the task ends `unexpected status` with no final log line.
+   */
+  destroyDies: number;
 }
 
 export interface SimFileWrite {
@@ -258,7 +305,10 @@ export interface SimVm {
   pool?: string;
   /** Created by the simulator as the other party of a race, or seeded. */
   foreign: boolean;
+  /** The current config (pending changes not applied). */
   config: Record<string, string | number>;
+  /** The config's pending section. */
+  pending: Record<string, string | number>;
   /** Guest files (path → bytes). */
   files: Record<string, Uint8Array>;
   fileWrites: SimFileWrite[];
@@ -328,6 +378,8 @@ export interface Simulator {
   setLock(vmid: number, lock: string | undefined): void;
   /** A vzdump run on the VM: `lock: backup` for `ms`, then unlocked. Resolves when it ends. */
   backupVm(vmid: number, ms: number): Promise<void>;
+  /** Volumes a destroy could not free and nothing has freed since. */
+  leftoverVolumes(): { volid: string; node: string; storage: string; vmid: number }[];
   /** Change config keys by hand (root on the node): `null` deletes a key. */
   editConfig(vmid: number, changes: Record<string, string | number | null>): void;
   close(): Promise<void>;

@@ -1,6 +1,6 @@
 // GET /access/permissions (the caller's effective privileges, per path) and
-// GET /pools, after pve-access-control: any user may dump its own
-// permissions (a token also those of its user); with `path` the answer is
+// GET /pools, after pve-access-control: any user or token may dump its own
+// permissions (a token not those of its user); with `path` the answer is
 // `{ "<path>": { "<priv>": 1|0 } }` (the flag is propagation, 0 for what a
 // pool grants its members), without it every path of interest that holds
 // anything. With no ACL model (`faults.acl` null) the token holds every
@@ -15,6 +15,7 @@ import {
   knownPrivileges,
   normalizeAclPath,
   type PrivMap,
+  vmPoolOf,
 } from "../acl.ts";
 
 /** Paths get_effective_permissions always looks at. */
@@ -24,17 +25,10 @@ function aclPath(v: string): string | null {
   return /^[A-Za-z0-9.\-_/]+$/.test(v) ? null : "invalid format - invalid ACL path\n";
 }
 
-function poolOf(core: SimCore): (path: string) => string | undefined {
-  return (path) => {
-    const m = /^\/vms\/(\d+)$/.exec(path);
-    return m ? core.state.vms.get(Number(m[1]))?.pool : undefined;
-  };
-}
-
 function privsAt(core: SimCore, path: string, who: "token" | "user"): PrivMap {
   const acl = core.faults.acl;
   if (acl === null) return new Map(knownPrivileges(core.pveVersion).map((p) => [p, true]));
-  return effectivePrivs(acl, path, who, poolOf(core));
+  return effectivePrivs(acl, path, who, vmPoolOf(core));
 }
 
 function asObject(privs: PrivMap): Record<string, number> {
@@ -44,9 +38,11 @@ function asObject(privs: PrivMap): Record<string, number> {
 }
 
 /**
- * Whose permissions a request asks for: the token's own, or its user's. Any
- * other principal needs Sys.Audit on /access, and holds nothing here (only
- * the token and its user are modelled).
+ * Whose permissions a request asks for. A caller may read its own, and a
+ * user those of its own tokens; anything else, a token's own user included,
+ * needs Sys.Audit on /access (API2/AccessControl.pm `permissions`: the
+ * owner check is on the token's user being the caller, not the reverse).
+ * Only the token and its user are modelled.
  */
 function subject(
   core: SimCore,
@@ -54,12 +50,11 @@ function subject(
   userid: string | undefined,
 ): "token" | "user" | "other" {
   if (userid === undefined || userid === authid) return "token";
-  if (userid === authid.split("!")[0]) return "user";
   const acl = core.faults.acl;
   if (acl !== null && !hasPriv(acl, "/access", "Sys.Audit")) {
     throw forbidden("/access", "Sys.Audit");
   }
-  return "other";
+  return userid === authid.split("!")[0] ? "user" : "other";
 }
 
 function effectiveTree(core: SimCore, who: "token" | "user"): Record<string, unknown> {

@@ -3,7 +3,7 @@
 // qmclone worker that copies every non-snapshot key of the source and its
 // drives one by one (the phases of §5) and loses the races of §7.
 
-import { ApiError, fail, lockedError, TaskFailure } from "../errors.ts";
+import { ApiError, fail, forbidden, lockedError, TaskFailure } from "../errors.ts";
 import { takeTaskError } from "../faults.ts";
 import { dnsName, NODE, nodeName, type Params, poolId, VMID, vmidFormat } from "../params.ts";
 import type { Route, SimCore } from "../router.ts";
@@ -24,7 +24,7 @@ import {
   volumesOf,
   volumeStorage,
 } from "../storage.ts";
-import { checkNetworkAccess } from "../acl.ts";
+import { checkCloneAccess, checkNetworkAccess, hasPriv, requireOnVm, vmPoolOf } from "../acl.ts";
 import { checkNode } from "./nodes.ts";
 import { openVm, vmPerm } from "./qemu.ts";
 
@@ -274,6 +274,7 @@ export const cloneRoutes: Route[] = [
       bwlimit: { type: "integer", optional: true, min: 0 },
     },
     perm: vmPerm("VM.Clone"),
+    check: cloneCheck,
     handler: ({ core, params, authid }) => {
       const a = cloneArgs(params);
       if (a.pool !== undefined && !core.state.pools.has(a.pool)) {
@@ -310,7 +311,9 @@ export const cloneRoutes: Route[] = [
       if (!sharedVm(core, src.config) && a.target !== undefined) {
         throw fail(`can't clone VM to node '${a.target}' (VM uses local storage)`);
       }
-      // SDN.Use on each NIC's bridge or VLAN, before the fork (check_vnet_access).
+      // Storages, the host CD-ROM and mapped devices, then SDN.Use on each
+      // NIC's bridge or VLAN (check_vnet_access), all before the fork.
+      checkCloneAccess(core, src.config, a.storage);
       checkNetworkAccess(core, src.config);
       const race = takeRace(core);
       if (race === "sync") injectRace(core, a, race);
@@ -346,4 +349,16 @@ function cloneArgs(p: Params): CloneArgs {
     full: (p.full as boolean | undefined) ?? false,
     storage: p.storage as string | undefined,
   };
+}
+
+/** clone_vm's permissions: VM.Clone on the source, VM.Allocate on the new VMID or the pool. */
+function cloneCheck(core: SimCore, p: Params): void {
+  const acl = core.faults.acl;
+  if (acl === null) return;
+  requireOnVm(core, p.vmid as number, "VM.Clone");
+  const newid = p.newid as number;
+  const pool = p.pool as string | undefined;
+  if (hasPriv(acl, `/vms/${newid}`, "VM.Allocate", vmPoolOf(core))) return;
+  if (pool !== undefined && hasPriv(acl, `/pool/${pool}`, "VM.Allocate")) return;
+  throw forbidden(`/vms/${newid}`, "VM.Allocate");
 }

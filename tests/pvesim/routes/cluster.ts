@@ -4,6 +4,8 @@ import { fail, paramError } from "../errors.ts";
 import { vmidFormat } from "../params.ts";
 import type { Route, SimCore } from "../router.ts";
 import { effectiveVcpus, usageStats, type VmRecord } from "../state.ts";
+import { mayOnVm } from "../acl.ts";
+import { clusterOptions, nextIdRange } from "../policy.ts";
 import { storageEntries } from "./storage.ts";
 
 const root = (): [string, string] => ["/", "Sys.Audit"];
@@ -95,9 +97,10 @@ function resources(core: SimCore, type?: string): unknown[] {
   if ((type === undefined || type === "vm") && !faults.auditHidden) {
     // Without VM.Audit guests are silently left out (no 403).
     for (const vm of [...state.vms.values()].sort((a, b) => a.vmid - b.vmid)) {
-      out.push(qemuEntry(core, vm));
+      if (mayOnVm(core, vm.vmid, "VM.Audit")) out.push(qemuEntry(core, vm));
     }
     for (const ct of state.lxc.values()) {
+      if (!mayOnVm(core, ct.vmid, "VM.Audit")) continue;
       out.push({
         id: `lxc/${ct.vmid}`,
         vmid: ct.vmid,
@@ -126,6 +129,11 @@ function resources(core: SimCore, type?: string): unknown[] {
   return out;
 }
 
+/**
+ * API2/Cluster.pm nextid: the lowest free VMID in datacenter.cfg's next-id
+ * range [lower, upper); with `vmid` only whether that one is free, the
+ * range not consulted.
+ */
 function nextId(core: SimCore, vmid?: number): string {
   const { state } = core;
   if (vmid !== undefined) {
@@ -133,8 +141,9 @@ function nextId(core: SimCore, vmid?: number): string {
     return String(vmid);
   }
   // Nothing is reserved: an in-flight clone takes its id only once its worker wrote the config.
-  for (let id = 100; id <= 1_000_000; id++) if (!state.vmidTaken(id)) return String(id);
-  throw fail("unable to get any free VMID in range [100, 1000000]");
+  const { lower, upper } = nextIdRange(core);
+  for (let id = lower; id < upper; id++) if (!state.vmidTaken(id)) return String(id);
+  throw fail(`unable to get any free VMID in range [${lower}, ${upper}]`);
 }
 
 export const clusterRoutes: Route[] = [
@@ -170,5 +179,13 @@ export const clusterRoutes: Route[] = [
     schema: { vmid: { type: "integer", optional: true, format: vmidFormat } },
     perm: root,
     handler: ({ core, params }) => nextId(core, params.vmid as number | undefined),
+  },
+  {
+    // Every user may ask; without Sys.Audit on / most options are left out (policy.ts).
+    method: "GET",
+    pattern: "/cluster/options",
+    schema: {},
+    perm: root,
+    handler: ({ core }) => clusterOptions(core),
   },
 ];

@@ -5,6 +5,7 @@ import { NODE } from "../params.ts";
 import type { Route, SimCore } from "../router.ts";
 import { parseUpid, type Task } from "../tasks.ts";
 import { nodeEntry } from "./cluster.ts";
+import { mayOnVm } from "../acl.ts";
 
 /** pveproxy resolves the node name before proxying; an unknown one dies. */
 export function checkNode(core: SimCore, node: string): void {
@@ -90,7 +91,9 @@ export const nodeRoutes: Route[] = [
     handler: ({ core, params }) => {
       checkNode(core, params.node as string);
       if (core.faults.auditHidden) return [];
-      return [...core.state.vms.values()].filter((v) => v.node === params.node).map((v) => {
+      return [...core.state.vms.values()].filter((v) =>
+        v.node === params.node && mayOnVm(core, v.vmid, "VM.Audit")
+      ).map((v) => {
         const e: Record<string, unknown> = {
           vmid: v.vmid,
           status: v.status,

@@ -1,6 +1,14 @@
 // VM status, config (sync PUT / async POST), start, stop and destroy.
 
-import { ApiError, fail, lockedError, noConfig, paramError, TaskFailure } from "../errors.ts";
+import {
+  ApiError,
+  fail,
+  forbidden,
+  lockedError,
+  noConfig,
+  paramError,
+  TaskFailure,
+} from "../errors.ts";
 import { takeTaskError } from "../faults.ts";
 import {
   dnsName,
@@ -17,9 +25,35 @@ import type { Route, RouteCtx, SimCore } from "../router.ts";
 import { agentEnabled, effectiveVcpus, usageStats, type VmRecord } from "../state.ts";
 import { descriptionAsRead } from "../codec.ts";
 import { destroyDisks } from "../destroy.ts";
+import { mayOnVm, requireOnVm } from "../acl.ts";
+import { applyPending, deletePending, pendingView, setPending } from "../pending.ts";
+import { assertTagPermissions } from "../policy.ts";
+import { TaskDied } from "../tasks.ts";
 import { checkNode } from "./nodes.ts";
 
 export const vmPerm = (priv: string) => (p: Params): [string, string] => [`/vms/${p.vmid}`, priv];
+
+/** `check => ['perm', '/vms/{vmid}', [priv]]` under the ACL model, pool-derived rights included. */
+export const vmCheck = (priv: string) => (core: SimCore, p: Params) =>
+  requireOnVm(core, p.vmid as number, priv);
+
+/** update_vm's `['perm', '/vms/{vmid}', $vm_config_perm_list, any => 1]`: one of them will do. */
+const CONFIG_PRIVS = [
+  "VM.Config.Disk",
+  "VM.Config.CDROM",
+  "VM.Config.CPU",
+  "VM.Config.Memory",
+  "VM.Config.Network",
+  "VM.Config.HWType",
+  "VM.Config.Options",
+  "VM.Config.Cloudinit",
+];
+function configCheck(core: SimCore, p: Params): void {
+  const vmid = p.vmid as number;
+  if (!CONFIG_PRIVS.some((priv) => mayOnVm(core, vmid, priv))) {
+    throw forbidden(`/vms/${vmid}`, CONFIG_PRIVS.join("|"));
+  }
+}
 
 /** Node check + the VM as that node sees it. */
 export function openVm(core: SimCore, params: Params): VmRecord {
@@ -152,11 +186,29 @@ function deleteList(params: Params): string[] {
   return keys;
 }
 
-/** The config update shared by PUT (sync) and POST (in a qmconfig task). */
+/** The privilege update_vm_api checks for one option ($check_vm_modify_config_perm). */
+function optionPriv(key: string): string {
+  if (["cores", "sockets", "vcpus", "cpulimit", "cpuunits", "cpu", "numa"].includes(key)) {
+    return "VM.Config.CPU";
+  }
+  if (["memory", "balloon", "shares"].includes(key)) return "VM.Config.Memory";
+  return "VM.Config.Options";
+}
+
+/**
+ * The config update shared by PUT (sync) and POST (in a qmconfig task), as
+ * update_vm_api runs it: permission checks per option, then deletes and
+ * sets written to the pending section one by one (tags checked against the
+ * datacenter's tag policy as they come, so a refused tag leaves the options
+ * before it pending), then applied as far as the VM's state allows.
+ */
 function applyConfig(core: SimCore, vm: VmRecord, params: Params): void {
   const keys = Object.keys(params).filter((k) => !META.has(k));
   if (keys.length === 0) throw fail("no options specified");
   const deletes = deleteList(params);
+  for (const k of [...keys.filter((k) => k !== "delete" && k !== "revert"), ...deletes]) {
+    if (k !== "tags") requireOnVm(core, vm.vmid, optionPriv(k));
+  }
   core.state.checkLock(vm);
   if (params.digest !== undefined && params.digest !== core.state.digest(vm)) {
     throw fail("checksum mismatch (file change by other user?)");
@@ -169,32 +221,41 @@ function applyConfig(core: SimCore, vm: VmRecord, params: Params): void {
     throw fail("balloon value too large (must be smaller than assigned memory)");
   }
   const nameBefore = c.name;
+  for (const k of deletes) {
+    if (k === "tags") {
+      requireOnVm(core, vm.vmid, "VM.Config.Options");
+      assertTagPermissions(core, c.tags, "");
+      delete c.tags;
+    } else deletePending(vm, k);
+  }
   for (const k of keys) {
     const v = params[k];
     if (k === "delete" || k === "revert") continue;
     if (k === "tags") {
+      requireOnVm(core, vm.vmid, "VM.Config.Options");
+      assertTagPermissions(core, c.tags, v);
       const t = normaliseTags(String(v));
-      if (t === "") delete c.tags;
-      else c.tags = t;
-    } else if (k === "memory") c.memory = String(memory);
-    else if (typeof v === "boolean") c[k] = v ? 1 : 0;
-    else c[k] = v as string | number;
+      if (t === "") deletePending(vm, "tags");
+      else setPending(vm, "tags", t);
+    } else if (k === "memory") setPending(vm, k, String(memory));
+    else if (typeof v === "boolean") setPending(vm, k, v ? 1 : 0);
+    else setPending(vm, k, v as string | number);
   }
-  for (const k of deletes) delete c[k];
+  applyPending(vm);
   if (c.name !== nameBefore) core.state.publish(vm);
 }
 
 function vmTask(
   ctx: RouteCtx,
   type: "qmstart" | "qmstop" | "qmdestroy" | "qmconfig",
-  work: (vm: VmRecord | undefined) => Promise<number | void>,
+  work: (vm: VmRecord | undefined, log: string[]) => Promise<number | void>,
 ): string {
   const { core, params, authid } = ctx;
   const node = params.node as string;
   const vmid = params.vmid as number;
-  const t = core.tasks.start(node, type, String(vmid), authid, () => {
+  const t = core.tasks.start(node, type, String(vmid), authid, (task) => {
     const vm = core.state.vms.get(vmid);
-    return work(vm && vm.node === node ? vm : undefined);
+    return work(vm && vm.node === node ? vm : undefined, task.log);
   });
   return t.upid;
 }
@@ -224,6 +285,7 @@ export const qemuRoutes: Route[] = [
     pattern: "/nodes/{node}/qemu/{vmid}/status/current",
     schema: { node: NODE, vmid: VMID },
     perm: vmPerm("VM.Audit"),
+    check: vmCheck("VM.Audit"),
     handler: ({ core, params }) => statusCurrent(openVm(core, params)),
   },
   {
@@ -236,8 +298,9 @@ export const qemuRoutes: Route[] = [
       snapshot: { type: "string", optional: true },
     },
     perm: vmPerm("VM.Audit"),
+    check: vmCheck("VM.Audit"),
     handler: ({ core, params }) => {
-      const view = core.state.configView(openVm(core, params));
+      const view = core.state.configView(openVm(core, params), params.current === true);
       // The description lives in `#` comment lines: pve-common's codec applies.
       if (view.description !== undefined) {
         view.description = descriptionAsRead(String(view.description), core.pveVersion);
@@ -246,10 +309,31 @@ export const qemuRoutes: Route[] = [
     },
   },
   {
+    method: "GET",
+    pattern: "/nodes/{node}/qemu/{vmid}/pending",
+    schema: { node: NODE, vmid: VMID },
+    perm: vmPerm("VM.Audit"),
+    check: vmCheck("VM.Audit"),
+    handler: ({ core, params }) => {
+      const vm = openVm(core, params);
+      const out = pendingView(vm);
+      out.push({ key: "digest", value: core.state.digest(vm) });
+      for (const e of out) {
+        for (const f of ["value", "pending"]) {
+          if (e.key === "description" && e[f] !== undefined) {
+            e[f] = descriptionAsRead(String(e[f]), core.pveVersion);
+          }
+        }
+      }
+      return out;
+    },
+  },
+  {
     method: "PUT",
     pattern: "/nodes/{node}/qemu/{vmid}/config",
     schema: CONFIG_SCHEMA,
     perm: vmPerm("VM.Config.Options"),
+    check: configCheck,
     handler: ({ core, params }) => {
       rejectSkiplock(params);
       applyConfig(core, openVm(core, params), params);
@@ -261,6 +345,7 @@ export const qemuRoutes: Route[] = [
     pattern: "/nodes/{node}/qemu/{vmid}/config",
     schema: { ...CONFIG_SCHEMA, background_delay: { type: "integer", optional: true, min: 1 } },
     perm: vmPerm("VM.Config.Options"),
+    check: configCheck,
     handler: (ctx) => {
       rejectSkiplock(ctx.params);
       openVm(ctx.core, ctx.params);
@@ -290,6 +375,7 @@ export const qemuRoutes: Route[] = [
       skiplock: { type: "boolean", optional: true },
     },
     perm: vmPerm("VM.PowerMgmt"),
+    check: vmCheck("VM.PowerMgmt"),
     handler: (ctx) => {
       rejectSkiplock(ctx.params);
       checkNode(ctx.core, ctx.params.node as string);
@@ -306,6 +392,8 @@ export const qemuRoutes: Route[] = [
         if (core.state.vms.get(vm.vmid) !== vm) {
           throw new TaskFailure(noConfig(params.node as string, params.vmid as number).message);
         }
+        // vm_start applies every pending change first.
+        applyPending(vm, true);
         core.state.setRunning(vm, true);
       });
     },
@@ -322,6 +410,7 @@ export const qemuRoutes: Route[] = [
       skiplock: { type: "boolean", optional: true },
     },
     perm: vmPerm("VM.PowerMgmt"),
+    check: vmCheck("VM.PowerMgmt"),
     handler: (ctx) => {
       rejectSkiplock(ctx.params);
       if (ctx.params.keepActive !== undefined) {
@@ -354,13 +443,14 @@ export const qemuRoutes: Route[] = [
       skiplock: { type: "boolean", optional: true },
     },
     perm: vmPerm("VM.Allocate"),
+    check: vmCheck("VM.Allocate"),
     handler: (ctx) => {
       rejectSkiplock(ctx.params);
       const vm = openVm(ctx.core, ctx.params);
       // Checked before the fork, so these are synchronous 500s.
       checkProtection(vm);
       if (vm.status === "running") throw fail(`VM ${vm.vmid} is running - destroy failed`);
-      return vmTask(ctx, "qmdestroy", async (v) => {
+      return vmTask(ctx, "qmdestroy", async (v, log) => {
         const { core, params } = ctx;
         if (!v) {
           throw new TaskFailure(noConfig(params.node as string, params.vmid as number).message);
@@ -375,11 +465,23 @@ export const qemuRoutes: Route[] = [
           throw new TaskFailure(`VM ${v.vmid} is running - destroy failed`);
         }
         injected(core, "qmdestroy");
-        const warnings = destroyDisks(core, v, params["destroy-unreferenced-disks"] === true);
-        v.config.lock = "destroyed";
-        await core.timers.sleep(core.state.timing.taskMs);
+        const disks = destroyDisks(core, v, params["destroy-unreferenced-disks"] === true);
+        log.push(...disks.log);
+        // destroy_vm's replacement config: only the lock is left.
+        v.config = { lock: "destroyed" };
+        v.pending = {};
+        v.pendingDelete.clear();
+        await core.timers.sleep(core.state.timing.taskMs / 2);
+        if (core.faults.destroyDies > 0) {
+          core.faults.destroyDies--;
+          throw new TaskDied();
+        }
+        // remove_vm_access: the VMID leaves its pool (and its ACLs) before the config goes.
+        v.pool = undefined;
+        if (params.purge === true) log.push(`purging VM ${v.vmid} from related configurations..`);
+        await core.timers.sleep(core.state.timing.taskMs / 2);
         if (core.state.vms.get(v.vmid) === v) core.state.vms.delete(v.vmid);
-        return warnings;
+        return disks.warnings;
       });
     },
   },

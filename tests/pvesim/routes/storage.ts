@@ -1,10 +1,13 @@
 // GET /storage (storage.cfg as the token may see it), a storage's status on
 // a node, and the storage entries of /cluster/resources.
 
-import { fail, forbidden } from "../errors.ts";
+import { fail, forbidden, paramError, TaskFailure } from "../errors.ts";
+import { takeVolumeFailure } from "../faults.ts";
 import { NODE } from "../params.ts";
-import type { Route, SimCore } from "../router.ts";
-import { availableOn, type StorageRecord } from "../storage.ts";
+import type { Params } from "../params.ts";
+import type { Route, RouteCtx, SimCore } from "../router.ts";
+import { availableOn, type StorageRecord, volumeStorage } from "../storage.ts";
+import { requirePriv } from "../acl.ts";
 import { checkNode } from "./nodes.ts";
 
 /** Storages the caller has Datastore.Audit or Datastore.AllocateSpace on; the rest are left out, never 403. */
@@ -107,4 +110,58 @@ export const storageRoutes: Route[] = [
       };
     },
   },
+  {
+    // API2/Storage/Content.pm delete: Datastore.Allocate on the storage (not
+    // AllocateSpace), then an imgdel worker that frees the volume.
+    method: "DELETE",
+    pattern: "/nodes/{node}/storage/{storage}/content/{volume}",
+    schema: {
+      node: NODE,
+      storage: { type: "string", optional: true },
+      volume: { type: "string" },
+      delay: { type: "integer", optional: true, min: 1, max: 30 },
+    },
+    perm: (p) => [`/storage/${p.storage}`, "Datastore.Allocate"],
+    handler: (ctx) => deleteVolume(ctx),
+  },
 ];
+
+/** real_volume_id: `sid:name`, or a bare name completed with the `storage` parameter. */
+function volumeId(p: Params): { volid: string; storage: string } {
+  const volume = p.volume as string;
+  const given = p.storage as string | undefined;
+  if (volume.includes(":")) {
+    const sid = volumeStorage(volume);
+    if (sid === null) throw paramError({ volume: `unable to parse volume ID '${volume}'` });
+    if (given !== undefined && given !== sid) {
+      throw paramError({ volume: `storage ID mismatch (${sid} != ${given})` });
+    }
+    return { volid: volume, storage: sid };
+  }
+  if (given === undefined) {
+    throw paramError({ volume: "no storage specified - incomplete volume ID" });
+  }
+  return { volid: `${given}:${volume}`, storage: given };
+}
+
+function deleteVolume({ core, params, authid }: RouteCtx): string {
+  const node = params.node as string;
+  checkNode(core, node);
+  const { volid, storage } = volumeId(params);
+  if (!core.state.storages.has(storage)) throw fail(`storage '${storage}' does not exist`);
+  requirePriv(core, `/storage/${storage}`, "Datastore.Allocate");
+  const owner = /(?:^|[:/])(?:vm|base)-(\d+)-/.exec(volid)?.[1];
+  const id = owner !== undefined ? `${owner}@${storage}` : storage;
+  return core.tasks.start(node, "imgdel", id, authid, async (task) => {
+    await core.timers.sleep(core.state.timing.taskMs);
+    if (!core.state.leftovers.has(volid)) {
+      // Freeing a volume that is gone already only notes it (dir storages).
+      task.log.push(`disk image '${volid}' does not exist`);
+    } else {
+      const error = takeVolumeFailure(core.faults, volid);
+      if (error !== undefined) throw new TaskFailure(error);
+      core.state.leftovers.delete(volid);
+    }
+    task.log.push(`Removed volume '${volid}'`);
+  }).upid;
+}
