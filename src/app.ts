@@ -152,6 +152,7 @@ async function createBackend(
   const { createProxmoxBackend } = await import("./proxmox/mod.ts");
   return await createProxmoxBackend(config, {
     observe: (op, outcome, seconds) => metrics.apiCall(op, outcome, seconds),
+    leaked: () => metrics.leakedVolume(),
     // In-guest waits end before the kit gives up on the transition.
     timeouts,
   });

@@ -37,7 +37,13 @@ export async function createProxmoxBackend(
   const px = cfg.proxmox;
   if (px === null) throw new BackendError("proxmox backend selected without proxmox settings");
   const timing: Timing = { ...DEFAULT_TIMING, ...deps.timing };
-  const ctx = newContext(await connectApi(px, timing), px.nodes, timing);
+  const ctx = newContext(await connectApi(px, timing), px.nodes, timing, (volid) => {
+    try {
+      deps.leaked?.(volid);
+    } catch {
+      // Metrics must never break an operation.
+    }
+  });
   // A zone its template cannot reach is refused now, not once per Create.
   await checkOfferingTemplates(
     ctx,
@@ -87,6 +93,7 @@ export async function createProxmoxBackend(
     }
     const loc = await pending;
     ctx.known.set(loc.vmid, slot.machineId);
+    ctx.destroyed.delete(loc.vmid);
     await observed("EnsureRunning", () => ensureRunning(ctx, loc.node, loc.vmid, signal));
     log.info("VM {vmid} on {node} is up for machine {machineId}", {
       vmid: loc.vmid,
@@ -116,6 +123,11 @@ export async function createProxmoxBackend(
         const ref = parseHostRef(machine.hostRef);
         if (ref !== null && ctx.known.get(ref.vmid) === machine.machineId) {
           ctx.known.delete(ref.vmid);
+        }
+        // Remembered only to tell a repeated Delete's 403 from a real refusal: keep the newest.
+        for (const id of ctx.destroyed.keys()) {
+          if (ctx.destroyed.size <= 10_000) break;
+          ctx.destroyed.delete(id);
         }
       }),
     describe: (signal) => observed("DescribeManaged", () => describeManaged(ctx, signal)),

@@ -35,10 +35,17 @@ export interface Timing {
   probeTimeoutMs: number;
   /** Bound of the startup template check; what it cannot check by then is left to Create. */
   startupCheckMs: number;
+  /** Frees tried per volume a destroy left behind, and the waits between them. */
+  volumeAttempts: number;
+  volumeRetry: Backoff;
+  /** How long a `lock: destroyed` stub may stay before it counts as a destroy that died. */
+  destroyedGraceMs: number;
 }
 
 export interface ProxmoxDeps {
   observe?: (op: ApiOp, outcome: "ok" | "error", seconds: number) => void;
+  /** A volume a destroy left behind that could not be freed (counted in the metrics). */
+  leaked?: (volid: string) => void;
   timing?: Partial<Timing>;
   /** The kit's transition timeouts (default: the kit's defaults); waits in the guest end before them. */
   timeouts?: Partial<Timeouts>;
@@ -63,6 +70,10 @@ export interface ProxmoxContext {
   known: Map<number, string>;
   /** Nodes found down, so each outage is logged once. */
   outages: NodeOutages;
+  /** vmid → machine id of VMs this process destroyed: a 403 on them afterwards means gone. */
+  destroyed: Map<number, string>;
+  /** Reports a volume left behind for good. */
+  leaked: (volid: string) => void;
 }
 
 export const DEFAULT_TIMING: Timing = {
@@ -79,6 +90,10 @@ export const DEFAULT_TIMING: Timing = {
   raceAttempts: 5,
   probeTimeoutMs: 15_000,
   startupCheckMs: 30_000,
+  volumeAttempts: 4,
+  // An RBD image stays watched ~30 s after a hard stop: 5 + 10 + 20 s of waits outlast it.
+  volumeRetry: { initialMs: 5_000, maxMs: 20_000, factor: 2 },
+  destroyedGraceMs: 60_000,
 };
 
 /** The context of one backend (or preflight) run: nothing cloning, known or down yet. */
@@ -86,6 +101,7 @@ export function newContext(
   api: ApiClient,
   nodes: readonly string[],
   timing: Timing,
+  leaked: (volid: string) => void = () => {},
 ): ProxmoxContext {
   return {
     api,
@@ -94,5 +110,7 @@ export function newContext(
     cloning: new Map(),
     known: new Map(),
     outages: new NodeOutages(),
+    destroyed: new Map(),
+    leaked,
   };
 }

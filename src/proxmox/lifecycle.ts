@@ -10,8 +10,10 @@ import { isTransient } from "./errors.ts";
 import { followMove, ownedBy, requireHostRef } from "./ownership.ts";
 import { isProtected, refusedForProtection, unprotect } from "./protection.ts";
 import { pollUntil } from "../kit/deadline.ts";
+import { destroyVm } from "./destroy.ts";
+import { freeLeftovers } from "./volumes.ts";
 import {
-  destroyVm,
+  DestroyStubError,
   isPermissionError,
   readConfig,
   readStatus,
@@ -139,7 +141,10 @@ export async function drainNode(
   log.info("drained VM {vmid}", { vmid: loc.vmid, node: loc.node, grace });
 }
 
-/** Stop and destroy the machine's VM; a VM that is gone or no longer ours counts as deleted. */
+/**
+ * Stop and destroy the machine's VM, then free the disks the destroy could
+ * not; a VM that is gone or no longer ours counts as deleted.
+ */
 export async function deleteVm(
   ctx: ProxmoxContext,
   machine: HostedMachine,
@@ -150,14 +155,25 @@ export async function deleteVm(
   const { vmid } = ref;
   let node = ref.node;
   const fields = { vmid, node, machineId: machine.machineId };
+  const destroyedByUs = ctx.destroyed.get(vmid) === machine.machineId;
 
   // Decide "gone" by reading the VM itself: the listing hides VMs without VM.Audit.
   let config: VmConfig | null | "unreadable";
   try {
     config = await waitUnlocked(api, node, vmid, timing, signal);
   } catch (err) {
+    if (err instanceof DestroyStubError) {
+      // Only a destroy's stub is left (its disks are freed): whoever's it is, ours is gone.
+      log.warn("{error}", { ...fields, error: err.message });
+      return;
+    }
     if (!isPermissionError(err)) throw err;
     config = "unreadable";
+  }
+  if (config === "unreadable" && destroyedByUs) {
+    // Our own destroy took it out of the pool the token's rights on it came through.
+    log.info("VM {vmid} was destroyed by this provider and is no longer readable: gone", fields);
+    return;
   }
   if (config === null) ({ node, config } = await followMove(ctx, vmid, node, signal));
   if (config === null) {
@@ -184,13 +200,22 @@ export async function deleteVm(
   if (st !== null && st.status !== "stopped") await stopVm(api, node, vmid, timing, signal);
   // Ours by its marker, so protection (inherited or set since) is ours to clear.
   if (isProtected(config)) await unprotect(api, node, vmid, timing, signal);
-  await destroyVm(api, node, vmid, timing, signal).catch(async (err) => {
+  const done = await destroyVm(api, node, vmid, timing, signal).catch(async (err) => {
     if (signal.aborted || !(await refusedForProtection(api, node, vmid, err, signal))) throw err;
     await unprotect(api, node, vmid, timing, signal);
-    await destroyVm(api, node, vmid, timing, signal);
+    return await destroyVm(api, node, vmid, timing, signal);
   });
-  if ((await readConfig(api, node, vmid, signal)) !== null) {
-    throw new BackendError(`VM ${vmid} still exists on ${node} after its destroy task`);
+  ctx.destroyed.set(vmid, machine.machineId);
+  if (done.upid !== null) await freeLeftovers(ctx, node, vmid, done.upid, signal);
+  if (done.left === "gone") {
+    const left = await readConfig(api, node, vmid, signal).catch((err) => {
+      // A pool-scoped token loses its rights on the VMID with the destroy.
+      if (isPermissionError(err)) return null;
+      throw err;
+    });
+    if (left !== null) {
+      throw new BackendError(`VM ${vmid} still exists on ${node} after its destroy task`);
+    }
   }
   log.info("destroyed VM {vmid}", fields);
 }

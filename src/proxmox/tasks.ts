@@ -56,3 +56,18 @@ export async function waitTask(
     );
   });
 }
+
+/** The lines of a task's log (`GET /nodes/{upid node}/tasks/{upid}/log`), in order. */
+export async function readTaskLog(
+  api: ApiClient,
+  rawUpid: unknown,
+  signal: AbortSignal,
+): Promise<string[]> {
+  const upid = parseUpid(rawUpid);
+  const lines = await api.get<unknown[]>(
+    `/nodes/${upid.node}/tasks/${upid.raw}/log`,
+    { start: 0, limit: 10_000 },
+    signal,
+  );
+  return (Array.isArray(lines) ? lines : []).map((l) => String((l as { t?: unknown })?.t ?? ""));
+}

@@ -4,14 +4,7 @@
 
 import { getLogger } from "@logtape/logtape";
 import { BackendError } from "../kit/backend.ts";
-import {
-  isStorageProblem,
-  isTransient,
-  missingVerdict,
-  ProxmoxApiError,
-  serverTextOf,
-  TaskFailedError,
-} from "./errors.ts";
+import { isTransient, missingVerdict, ProxmoxApiError, serverTextOf } from "./errors.ts";
 import type { ApiClient, ReadOptions } from "./http.ts";
 import type { Timing } from "./context.ts";
 import { waitTask } from "./tasks.ts";
@@ -38,7 +31,7 @@ export interface ResourceEntry {
 }
 
 /** The part of the backend's Timing that VM reads and actions use. */
-export type VmTiming = Pick<Timing, "task" | "settleMs" | "actionAttempts">;
+export type VmTiming = Pick<Timing, "task" | "settleMs" | "actionAttempts" | "destroyedGraceMs">;
 
 const log = getLogger(["bigfleet", "proxmox"]);
 
@@ -53,7 +46,7 @@ export function vmPath(node: string, vmid: number): string {
  * unless it shows the VM on this very node. (Without VM.Audit the listing is
  * empty, so a bare 500 then counts as missing: the residual legacy risk.)
  */
-async function isMissingHere(
+export async function isMissingHere(
   api: ApiClient,
   node: string,
   vmid: number,
@@ -223,7 +216,30 @@ async function waitStatus(
   });
 }
 
-/** Wait until the VM has no blocking lock. Returns the last config, or null if it vanished. */
+/**
+ * A VM left as destroy_vm's config stub (`lock: destroyed`, nothing else:
+ * the disks are already freed) longer than a destroy takes to finish: its
+ * task died before removing the config, and only root can clear it
+ * (docs/proxmox-notes.md "Destroy and leaked volumes").
+ */
+export class DestroyStubError extends BackendError {
+  override name = "DestroyStubError";
+  constructor(readonly node: string, readonly vmid: number, graceMs: number) {
+    super(
+      `VM ${vmid} on ${node} is left with lock: destroyed for over ${
+        Math.round(graceMs / 1000)
+      }s: a destroy task died after freeing its disks and before removing its config; only ` +
+        `root can remove what is left: qm unlock ${vmid} && qm destroy ${vmid} (on ${node}), or ` +
+        `delete /etc/pve/nodes/${node}/qemu-server/${vmid}.conf`,
+    );
+  }
+}
+
+/**
+ * Wait until the VM has no blocking lock. Returns the last config, or null
+ * if it vanished. `lock: destroyed` is waited on for destroyedGraceMs only,
+ * then reported as a DestroyStubError.
+ */
 export async function waitUnlocked(
   api: ApiClient,
   node: string,
@@ -231,97 +247,21 @@ export async function waitUnlocked(
   timing: VmTiming,
   signal: AbortSignal,
 ): Promise<VmConfig | null> {
+  let stubSince: number | null = null;
   return await pollUntil(signal, timing.settleMs, async (call) => {
     const cfg = await readConfig(api, node, vmid, signal);
     if (cfg === null) return null;
     const lock = blockingLock(cfg.lock);
     if (lock === null) return cfg;
+    if (lock === "destroyed") {
+      stubSince ??= Date.now();
+      if (Date.now() - stubSince >= timing.destroyedGraceMs) {
+        throw new DestroyStubError(node, vmid, timing.destroyedGraceMs);
+      }
+    }
     if (call === 0) log.info("VM {vmid} is locked ({lock}); waiting", { vmid, node, lock });
     return undefined;
   });
-}
-
-/**
- * Destroy a stopped VM with purge and unreferenced disks, and wait until its
- * config is gone. Resolves also when it was already missing.
- *
- * destroy-unreferenced-disks=1 makes PVE activate every image storage of the
- * node; one offline storage fails the task after the referenced disks were
- * freed, on every retry (docs/proxmox-notes.md "Destroy and offline
- * storages"). Such a failure is retried once without the flag, which removes
- * the VM; disks only an unreferenced sweep would have found are left for the
- * operator.
- */
-export async function destroyVm(
-  api: ApiClient,
-  node: string,
-  vmid: number,
-  timing: VmTiming,
-  signal: AbortSignal,
-): Promise<void> {
-  let sweep = true;
-  let storageError = "";
-  const attempt = async (call: number): Promise<true | undefined> => {
-    const query = sweep ? { purge: 1, "destroy-unreferenced-disks": 1 } : { purge: 1 };
-    try {
-      const upid = await api.del(vmPath(node, vmid), query, signal);
-      await waitTask(api, upid, `destroy of VM ${vmid}`, timing.task, signal);
-      if (!sweep) {
-        log.warn(
-          "destroyed VM {vmid} without destroy-unreferenced-disks ({error}); disks of VM " +
-            "{vmid} that its config did not reference may remain on that storage: remove " +
-            "them by hand once it is back",
-          { vmid, node, error: storageError },
-        );
-      }
-      return true;
-    } catch (err) {
-      if (signal.aborted) throw signal.reason;
-      if (await isMissingHere(api, node, vmid, err, signal)) return true;
-      const text = serverTextOf(err);
-      if (sweep && err instanceof TaskFailedError && isStorageProblem(text)) {
-        log.warn(
-          "destroy of VM {vmid} failed on a storage problem ({error}); retrying without " +
-            "destroy-unreferenced-disks",
-          { vmid, node, error: text },
-        );
-        sweep = false;
-        storageError = text;
-        return await attempt(call); // at once, and as the same attempt
-      }
-      const retryable = isTransient(err) || /is running - destroy failed|VM is locked/i.test(text);
-      if (!retryable || call + 1 >= timing.actionAttempts) throw err;
-      log.warn("destroy of VM {vmid} did not complete; re-reading its state", {
-        vmid,
-        node,
-        error: (err as Error).message,
-      });
-      // The destroy may have happened behind a 596, or someone restarted the VM.
-      const st = await readStatus(api, node, vmid, signal);
-      if (st === null) return true;
-      if (st.lock === "destroyed") {
-        await waitGone(api, node, vmid, timing, signal);
-        return true;
-      }
-      if (st.status !== "stopped") await stopVm(api, node, vmid, timing, signal);
-      return undefined;
-    }
-  };
-  await pollUntil(signal, timing.settleMs, attempt);
-}
-
-function waitGone(
-  api: ApiClient,
-  node: string,
-  vmid: number,
-  timing: VmTiming,
-  signal: AbortSignal,
-): Promise<boolean> {
-  return pollUntil(
-    signal,
-    timing.settleMs,
-    async () => (await readConfig(api, node, vmid, signal)) === null ? true : undefined,
-  );
 }
 
 /** 403s name the missing privilege; surface that rather than a generic failure. */

@@ -28,6 +28,8 @@ export interface Metrics {
   /** A handler or a stray promise threw something unexpected. */
   panic(): void;
   reconcile(outcome: ReconcileOutcome): void;
+  /** A volume a destroy left behind could not be freed. */
+  leakedVolume(): void;
   /** The exposition text and its content type, for /metrics. */
   scrape(): Promise<{ body: string; contentType: string }>;
 }
@@ -79,6 +81,11 @@ export function createMetrics(): Metrics {
     labelNames: ["outcome"] as const,
     registers,
   });
+  const leakedVolumes = new Counter({
+    name: `${PREFIX}leaked_volumes_total`,
+    help: "Disks a VM destroy left behind that the provider could not free (each is logged).",
+    registers,
+  });
 
   // Known series start at zero so rate() and absent() alerts work from boot.
   for (const op of API_OPS) {
@@ -110,6 +117,7 @@ export function createMetrics(): Metrics {
     },
     panic: () => panics.inc(),
     reconcile: (outcome) => reconciles.labels(outcome).inc(),
+    leakedVolume: () => leakedVolumes.inc(),
     async scrape() {
       return { body: await registry.metrics(), contentType: registry.contentType };
     },

@@ -25,6 +25,7 @@ export const FAST: Partial<Timing> = {
   retryBaseMs: 10,
   cloneSettleMs: 1500,
   probeTimeoutMs: 4000,
+  volumeRetry: { initialMs: 10, maxMs: 40 },
 };
 
 /** Every log record the backend emitted, rendered as one line each (message + properties). */
