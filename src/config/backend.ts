@@ -13,6 +13,7 @@ import {
   cleanSecret,
   normaliseFingerprint,
   parseNodes,
+  parseVmTags,
 } from "./proxmox.ts";
 
 export type BackendKind = "proxmox" | "fake";
@@ -75,6 +76,7 @@ export async function loadProxmox(f: FlagValues, readFile: ReadFile): Promise<Pr
     fingerprint,
     pool: f["proxmox-pool"].trim(),
     nodes,
+    tags: forFlag("proxmox-tags", () => parseVmTags(f["proxmox-tags"])),
   };
 }
 

@@ -128,6 +128,13 @@ export const FLAG_TABLE = {
     arg: "POOL",
     help: "resource pool every clone is created in",
   },
+  "proxmox-tags": {
+    kind: "string",
+    default: "bigfleet",
+    topic: PROXMOX,
+    arg: "LIST",
+    help: "tags every VM gets (comma list; @machine = a per-machine tag; empty = none)",
+  },
   "nodes": {
     kind: "string",
     default: "",

@@ -58,6 +58,30 @@ export function parseNodes(text: string): string[] {
   return nodes;
 }
 
+/** What `--proxmox-tags` writes for a VM's own per-machine tag. */
+export const MACHINE_TAG_TOKEN = "@machine";
+
+/**
+ * Parse `--proxmox-tags`: a comma list of Proxmox tags (lower-case, as PVE
+ * stores them: `[a-z0-9_][a-z0-9_+.-]*`) and `@machine`; empty means none.
+ * Throws Error.
+ */
+export function parseVmTags(text: string): string[] {
+  if (text.trim() === "") return [];
+  const out: string[] = [];
+  for (const raw of text.split(",")) {
+    const tag = raw.trim();
+    if (tag !== MACHINE_TAG_TOKEN && !/^[a-z0-9_][a-z0-9_+.-]*$/.test(tag)) {
+      throw new Error(
+        `${quote(tag)} is not a Proxmox tag (lower-case letters, digits and _ + . -, not ` +
+          `starting with + . -) nor ${MACHINE_TAG_TOKEN}`,
+      );
+    }
+    if (!out.includes(tag)) out.push(tag);
+  }
+  return out;
+}
+
 /** Normalise a SHA-256 fingerprint (`ab:cd:...` or 64 bare hex) to `AB:CD:...`. Throws Error. */
 export function normaliseFingerprint(text: string): string {
   const t = text.trim();

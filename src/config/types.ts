@@ -52,6 +52,8 @@ export interface ProxmoxConfig {
   fingerprint: string | null;
   pool: string;
   nodes: string[];
+  /** --proxmox-tags: the tags every VM gets; `@machine` stands for its per-machine tag. */
+  tags: string[];
 }
 
 export interface TlsConfig {

@@ -39,13 +39,18 @@ const MAX_CONTENT = 61440;
 const AGENT_RETRY_RE =
   /QEMU guest agent is not running|got timeout|VM \d+ is not running|guest-ping/i;
 
-/** Whether a config `agent` value ("1", 1, "enabled=1,fstrim…", "0") enables the agent. */
+/**
+ * Whether a config `agent` value ("1", 1, "enabled=on,fstrim…", "0")
+ * enables the agent. `enabled` is the default key and a PVE boolean, which
+ * pve-common's parse_boolean reads as 1, on, yes or true in any case
+ * (docs/proxmox-notes.md "Guest agent").
+ */
 export function agentEnabled(value: unknown): boolean {
   if (value === undefined || value === null) return false;
   const s = String(value).trim();
   for (const part of s.split(",")) {
     const [k, v] = part.includes("=") ? part.split("=", 2) : ["enabled", part];
-    if (k.trim() === "enabled") return v.trim() === "1" || v.trim() === "true";
+    if (k.trim() === "enabled") return /^(1|on|yes|true)$/i.test(v.trim());
   }
   return false;
 }
@@ -124,8 +129,10 @@ async function writeOne(
       await api.post(`${vmPath(node, vmid)}/agent/file-write`, body, signal);
       return true;
     } catch (err) {
-      // file-write truncates and rewrites the whole file: repeating it is safe.
-      if (!isTransient(err) || call + 1 >= WRITE_ATTEMPTS || signal.aborted) throw err;
+      // file-write truncates and rewrites the whole file: repeating it is safe,
+      // after a lost answer as after QGA's `got timeout` on one of its steps.
+      const again = isTransient(err) || /got timeout/i.test(serverTextOf(err));
+      if (!again || call + 1 >= WRITE_ATTEMPTS || signal.aborted) throw err;
       return undefined;
     }
   });

@@ -37,12 +37,15 @@ export async function createProxmoxBackend(
   const px = cfg.proxmox;
   if (px === null) throw new BackendError("proxmox backend selected without proxmox settings");
   const timing: Timing = { ...DEFAULT_TIMING, ...deps.timing };
-  const ctx = newContext(await connectApi(px, timing), px.nodes, timing, (volid) => {
-    try {
-      deps.leaked?.(volid);
-    } catch {
-      // Metrics must never break an operation.
-    }
+  const ctx = newContext(await connectApi(px, timing), px.nodes, timing, {
+    tags: px.tags,
+    leaked: (volid) => {
+      try {
+        deps.leaked?.(volid);
+      } catch {
+        // Metrics must never break an operation.
+      }
+    },
   });
   // A zone its template cannot reach is refused now, not once per Create.
   await checkOfferingTemplates(

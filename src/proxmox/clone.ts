@@ -20,26 +20,22 @@ import {
   serverTextOf,
   TaskFailedError,
 } from "./errors.ts";
-import {
-  buildDescription,
-  machineTag,
-  MANAGED_TAG,
-  parseMarker,
-  parseTags,
-  tagsFor,
-  vmName,
-} from "./naming.ts";
+import { buildDescription, machineTag, parseMarker, parseTags, vmName } from "./naming.ts";
+import { DEFAULT_NEXT_ID, readDatacenterOptions } from "./datacenter.ts";
 import { isNodeUnreachable, offlineNodes } from "./nodes.ts";
 import { relocate } from "./ownership.ts";
 import { waitTask } from "./tasks.ts";
 import { findTemplate, type TemplateRef } from "./templates.ts";
-import { pollUntil, pollWithin } from "../kit/deadline.ts";
+import { pollUntil, pollWithin, sleep } from "../kit/deadline.ts";
 import { createMutex, mapLimit } from "./util.ts";
 import {
   blockingLock,
   isPermissionError,
   listResources,
+  type PendingView,
   readConfig,
+  readPending,
+  stopVm,
   type VmConfig,
   vmPath,
 } from "./vm.ts";
@@ -68,7 +64,30 @@ export function createCloner(ctx: ProxmoxContext, pool: string): CloneOrAdopt {
   /** VMIDs we just lost a race on → until when to skip them (the winner may not show in nextid yet). */
   const lostRace = new Map<number, number>();
 
-  /** A VMID nobody else in this process is cloning into (nextid reserves nothing). */
+  /** The datacenter's next-id range, read again at most once a minute. */
+  let range: { lower: number; upper: number; at: number } | null = null;
+  async function vmidRange(signal: AbortSignal): Promise<{ lower: number; upper: number }> {
+    if (range !== null && Date.now() - range.at < 60_000) return range;
+    const dc = await readDatacenterOptions(api, signal).catch((err) => {
+      if (signal.aborted) throw err;
+      return null;
+    });
+    if (dc !== null && !dc.readable && range === null) {
+      log.warn(
+        "the token cannot read datacenter.cfg (no Sys.Audit on /): a narrowed next-id range " +
+          "is respected only from below (VMIDs are searched upward from /cluster/nextid's answer)",
+      );
+    }
+    range = { ...(dc?.nextId ?? DEFAULT_NEXT_ID), at: Date.now() };
+    return range;
+  }
+
+  /**
+   * A VMID nobody else in this process is cloning into (nextid reserves
+   * nothing), inside the datacenter's next-id range: nextid answers the
+   * lowest free VMID there, but `nextid?vmid=` checks only that one is
+   * free, so the search past our own reservations is bounded here.
+   */
   async function allocateVmid(signal: AbortSignal): Promise<number> {
     const parse = (v: unknown) => {
       const n = Number(v); // nextid is a string on real PVE; accept numbers too
@@ -79,9 +98,10 @@ export function createCloner(ctx: ProxmoxContext, pool: string): CloneOrAdopt {
     };
     const now = Date.now();
     for (const [id, until] of lostRace) if (until <= now) lostRace.delete(id);
+    const { lower, upper } = await vmidRange(signal);
     let id = parse(await api.get("/cluster/nextid", undefined, signal));
-    for (let tries = 0; tries < 10_000; tries++, id++) {
-      if (reserved.has(id) || lostRace.has(id)) continue;
+    for (let tries = 0; tries < 10_000 && id < upper; tries++, id++) {
+      if (id < lower || reserved.has(id) || lostRace.has(id)) continue;
       if (tries === 0) return id;
       try {
         return parse(await api.get("/cluster/nextid", { vmid: id }, signal));
@@ -89,7 +109,11 @@ export function createCloner(ctx: ProxmoxContext, pool: string): CloneOrAdopt {
         if (!(err instanceof ProxmoxApiError && err.status === 400)) throw err;
       }
     }
-    throw new BackendError("no free VMID found");
+    throw new BackendError(
+      `no free VMID in the datacenter's next-id range [${lower}, ${upper}) beyond the ` +
+        `${reserved.size} this provider is cloning into; widen it (Datacenter > Options > ` +
+        `Next Free VMID Range) or wait for clones to finish`,
+    );
   }
 
   /** The zone's template for the type, once no lock (a backup, a migration) is on it. */
@@ -403,7 +427,11 @@ async function settleAmbiguousClone(
  * Clones inherit every template key (docs/proxmox-notes.md "What a clone
  * inherits"): vCPUs are sockets × cores unless `vcpus` caps them, so the
  * count is pinned with sockets 1 and no vcpus; an inherited `protection`
- * would make every later destroy fail, so it is cleared.
+ * would make every later destroy fail, so it is cleared. The check reads
+ * the current values (`GET .../pending`): a running VM, adopted, may hold
+ * its new size only as a pending change, which it takes when it starts
+ * again; so it is stopped, and ensureRunning starts it. Tags follow
+ * ctx.tags (tags.ts): a tag the datacenter's policy refuses is left as is.
  */
 async function applySizing(
   ctx: ProxmoxContext,
@@ -413,37 +441,69 @@ async function applySizing(
   signal: AbortSignal,
 ): Promise<void> {
   const { api, timing } = ctx;
-  const want = {
+  const sizing = {
     cores: type.vcpu,
     sockets: 1,
     memory: type.memoryMib,
     protection: 0,
-    tags: tagsFor(slot.machineId),
     description: buildDescription(slot.machineId, slot.operationId),
   };
-  const matches = (c: VmConfig) =>
-    Number(c.cores) === want.cores &&
-    Number(c.sockets ?? 1) === 1 &&
-    c.vcpus === undefined &&
-    !Number(c.protection ?? 0) &&
-    Number(String(c.memory ?? "").replace(/^current=/, "")) === want.memory &&
-    [MANAGED_TAG, machineTag(slot.machineId)].every((t) => parseTags(c.tags).includes(t)) &&
-    parseMarker(c.description)?.machineId === slot.machineId;
-  let config = loc.config;
-  if (matches(config)) return;
-  await pollUntil(signal, timing.settleMs, async (call) => {
+  const read = async () => {
+    const view = await readPending(api, loc.node, loc.vmid, signal);
+    if (view === null) throw new BackendError(`VM ${loc.vmid} vanished from ${loc.node}`);
+    return view;
+  };
+  const tagsNow = (c: VmConfig) => parseTags(c.tags);
+  const tagsDone = (c: VmConfig) =>
+    ctx.tags.target(tagsNow(c), slot.machineId).join(";") === [...tagsNow(c)].sort().join(";");
+  const sized = (v: PendingView) =>
+    Number(v.current.cores) === sizing.cores &&
+    Number(v.current.sockets ?? 1) === 1 &&
+    v.current.vcpus === undefined &&
+    !Number(v.current.protection ?? 0) &&
+    Number(String(v.current.memory ?? "").replace(/^current=/, "")) === sizing.memory &&
+    parseMarker(v.current.description)?.machineId === slot.machineId &&
+    !SIZING_KEYS.some((k) => v.pending.has(k));
+  let view = await read();
+  if (sized(view) && tagsDone(view.current)) return;
+  for (let call = 0, refusals = 0;;) {
+    const current = tagsNow(view.current);
+    const tags = ctx.tags.target(current, slot.machineId);
+    const drop = [
+      ...(view.current.vcpus !== undefined ? ["vcpus"] : []),
+      ...(tags.length === 0 && current.length > 0 ? ["tags"] : []),
+    ];
+    // `delete` may only name keys the PUT does not also set; an unset one is a mere warning.
+    const body = {
+      ...sizing,
+      ...(tags.length > 0 && !tagsDone(view.current) ? { tags: tags.join(";") } : {}),
+      ...(drop.length > 0 ? { delete: drop.join(",") } : {}),
+    };
     try {
-      // `delete` may only name keys the PUT does not also set; an unset one is a mere warning.
-      const body = config.vcpus !== undefined ? { ...want, delete: "vcpus" } : want;
       await api.put(`${vmPath(loc.node, loc.vmid)}/config`, body, signal);
-      return true;
+      break;
     } catch (err) {
-      if (!isTransient(err) || call + 1 >= timing.actionAttempts || signal.aborted) throw err;
+      if (signal.aborted) throw err;
+      // A tag the policy refuses: the same PUT without changing it (each tag once).
+      if (ctx.tags.refused(err, current) && ++refusals <= tags.length + current.length) continue;
+      if (!isTransient(err) || ++call >= timing.actionAttempts) throw err;
       // The PUT may have landed behind the proxy error: look before repeating it.
-      const now = await readConfig(api, loc.node, loc.vmid, signal);
-      if (now !== null && matches(now)) return true;
-      if (now !== null) config = now;
-      return undefined;
+      await sleep(timing.settleMs, signal);
+      view = await read();
+      if (sized(view) && tagsDone(view.current)) return;
     }
+  }
+  view = await read();
+  const waiting = SIZING_KEYS.filter((k) => view.pending.has(k));
+  if (waiting.length === 0) return;
+  log.info("VM {vmid} runs with {keys} still pending; stopping it so its start applies them", {
+    vmid: loc.vmid,
+    node: loc.node,
+    keys: waiting.join(", "),
+    machineId: slot.machineId,
   });
+  await stopVm(api, loc.node, loc.vmid, timing, signal);
 }
+
+/** The keys whose pending value means the VM does not run with its size yet. */
+const SIZING_KEYS = ["cores", "sockets", "vcpus", "memory"];

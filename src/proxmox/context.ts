@@ -5,6 +5,8 @@ import type { Backoff } from "../kit/deadline.ts";
 import type { Timeouts } from "../kit/kit.ts";
 import type { ApiClient } from "./http.ts";
 import { NodeOutages } from "./nodes.ts";
+import { TagPolicy } from "./tags.ts";
+import { MANAGED_TAG } from "./naming.ts";
 import type { VmConfig } from "./vm.ts";
 
 export type ApiOp =
@@ -74,6 +76,8 @@ export interface ProxmoxContext {
   destroyed: Map<number, string>;
   /** Reports a volume left behind for good. */
   leaked: (volid: string) => void;
+  /** The tags VMs get, and which ones the datacenter's tag policy refuses. */
+  tags: TagPolicy;
 }
 
 export const DEFAULT_TIMING: Timing = {
@@ -91,8 +95,8 @@ export const DEFAULT_TIMING: Timing = {
   probeTimeoutMs: 15_000,
   startupCheckMs: 30_000,
   volumeAttempts: 4,
-  // An RBD image stays watched ~30 s after a hard stop: 5 + 10 + 20 s of waits outlast it.
-  volumeRetry: { initialMs: 5_000, maxMs: 20_000, factor: 2 },
+  // An RBD image stays watched ~30 s after a hard stop: 2.5 + 5 + 10 + 20 s of waits outlast it.
+  volumeRetry: { initialMs: 2_500, maxMs: 20_000, factor: 2 },
   destroyedGraceMs: 60_000,
 };
 
@@ -101,7 +105,7 @@ export function newContext(
   api: ApiClient,
   nodes: readonly string[],
   timing: Timing,
-  leaked: (volid: string) => void = () => {},
+  opts: { leaked?: (volid: string) => void; tags?: readonly string[] } = {},
 ): ProxmoxContext {
   return {
     api,
@@ -111,6 +115,7 @@ export function newContext(
     known: new Map(),
     outages: new NodeOutages(),
     destroyed: new Map(),
-    leaked,
+    leaked: opts.leaked ?? (() => {}),
+    tags: new TagPolicy(opts.tags ?? [MANAGED_TAG]),
   };
 }

@@ -34,11 +34,14 @@ export async function describeManaged(
     listResources(api, signal),
     offlineNodes(api, signal),
   ]);
+  // Which VMs to read: the name every clone gets, a marker read before, the
+  // `bigfleet` tag (earlier versions always set it; the tag policy may now
+  // refuse it, so no tag is required), an in-flight clone.
   const entries = listed.filter((e) => {
     if (e.template === 1) return false;
     const tags = parseTags(e.tags);
     return tags.includes(MANAGED_TAG) || e.lock === "clone" || cloning.has(e.vmid) ||
-      (e.name ?? "").startsWith("bigfleet-");
+      known.has(e.vmid) || (e.name ?? "").startsWith("bigfleet-");
   });
   /** node → why it cannot be read this pass. */
   const down = new Map<string, string>([...offline].map((n) => [n, "offline in the cluster"]));

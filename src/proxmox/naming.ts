@@ -1,6 +1,10 @@
 // How a VM is tied to its BigFleet machine: a verbatim marker in the
-// description (authoritative), plus a tag and a name derived from a sanitized
-// machine id (hints for humans and for cheap pre-filtering of listings).
+// description (authoritative), plus a name derived from a sanitized machine
+// id (a hint for humans and for cheap pre-filtering of listings) and the
+// tags of --proxmox-tags (for humans only: the datacenter's tag policy may
+// refuse any of them, docs/proxmox-notes.md "Tag policy").
+
+import { MACHINE_TAG_TOKEN } from "../config/proxmox.ts";
 
 export interface Marker {
   machineId: string;
@@ -48,9 +52,9 @@ export function machineTag(machineId: string): string {
   return vmName(machineId);
 }
 
-/** The tags value we set: PVE stores tags sorted and lower-cased, so order is irrelevant. */
-export function tagsFor(machineId: string): string {
-  return `${MANAGED_TAG};${machineTag(machineId)}`;
+/** The configured tags (--proxmox-tags) for one machine: `@machine` becomes its own tag. */
+export function resolveTags(configured: readonly string[], machineId: string): string[] {
+  return [...new Set(configured.map((t) => t === MACHINE_TAG_TOKEN ? machineTag(machineId) : t))];
 }
 
 /** Split a PVE tag list (`;`, `,` or whitespace separated), lower-cased. */

@@ -91,6 +91,36 @@ export async function readConfig(
   return c === null ? null : c ?? {};
 }
 
+/** A config as `GET .../pending` shows it: current values, and the keys with a change pending. */
+export interface PendingView {
+  current: VmConfig;
+  /** Keys with a pending value or a pending delete (applied at the next start when running). */
+  pending: Set<string>;
+}
+
+/**
+ * The VM's current config and its pending changes; null when the VM does
+ * not exist on that node. GET config shows pending values as if applied
+ * (docs/proxmox-notes.md "Pending changes"), so only this tells what runs.
+ */
+export async function readPending(
+  api: ApiClient,
+  node: string,
+  vmid: number,
+  signal: AbortSignal,
+): Promise<PendingView | null> {
+  const list = await readVm<unknown[]>(api, node, vmid, "pending", signal);
+  if (list === null) return null;
+  const view: PendingView = { current: {}, pending: new Set() };
+  for (const e of Array.isArray(list) ? list : []) {
+    const r = e as Record<string, unknown>;
+    if (typeof r?.key !== "string") continue;
+    if (r.value !== undefined) view.current[r.key] = r.value;
+    if (r.pending !== undefined || Number(r.delete ?? 0) !== 0) view.pending.add(r.key);
+  }
+  return view;
+}
+
 export function readStatus(
   api: ApiClient,
   node: string,

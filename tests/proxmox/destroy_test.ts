@@ -7,19 +7,19 @@ import { loadConfig } from "../../src/config/load.ts";
 import { startApp } from "../../src/app.ts";
 import { createMetrics } from "../../src/server/metrics.ts";
 import { Harness, MachineState } from "../harness/mod.ts";
-import { aclOf, ROLES_PVE8, setupToken } from "../deploy/setup_token.ts";
-import type { SimAcl } from "../pvesim/mod.ts";
-import { FAST, logLines, providerArgs, rig, signal, slot, vmidOf } from "./helpers.ts";
+import {
+  FAST,
+  logLines,
+  providerArgs,
+  rig,
+  setupTokenAcl,
+  signal,
+  slot,
+  vmidOf,
+} from "./helpers.ts";
 
 const watched = (vmid: number) =>
   `rbd rm 'vm-${vmid}-disk-0' error: rbd: error: image still has watchers`;
-
-/** The ACL setup-token.sh writes (the simulator's template disk is on ceph-vm). */
-async function scriptAcl(...args: string[]): Promise<SimAcl> {
-  const res = await setupToken({ roles: ROLES_PVE8 }, ["--storages", "ceph-vm", ...args]);
-  assert.equal(res.code, 0, res.stderr);
-  return aclOf(res.mutations);
-}
 
 /** The first disk of a VM, as its volume id. */
 function diskOf(
@@ -78,7 +78,7 @@ Deno.test("delete: a disk that cannot be freed is logged once and counted; the D
 
 Deno.test("delete: without Datastore.Allocate the disk cannot be freed: leaked at once, the privilege named", async () => {
   const leaked: string[] = [];
-  await using r = await rig({ acl: await scriptAcl() }, {}, {
+  await using r = await rig({ acl: await setupTokenAcl() }, {}, {
     leaked: (v: string) => leaked.push(v),
   });
   const { disk } = await deleteWithStuckDisk(r);
@@ -91,7 +91,7 @@ Deno.test("delete: without Datastore.Allocate the disk cannot be freed: leaked a
 });
 
 Deno.test("delete with a pool-only token (setup-token.sh --no-audit-all-vms) ends SPECULATIVE", async () => {
-  await using r = await rig({ acl: await scriptAcl("--no-audit-all-vms") });
+  await using r = await rig({ acl: await setupTokenAcl("--no-audit-all-vms") });
   const dir = await Deno.makeTempDir();
   const tokenFile = `${dir}/token`;
   await Deno.writeTextFile(tokenFile, r.sim.tokenSecret);
@@ -116,7 +116,7 @@ Deno.test("delete with a pool-only token (setup-token.sh --no-audit-all-vms) end
 });
 
 Deno.test("delete with a pool-only token: a repeat after the destroy, and a 596 on it, count as gone", async () => {
-  await using r = await rig({ acl: await scriptAcl("--no-audit-all-vms") });
+  await using r = await rig({ acl: await setupTokenAcl("--no-audit-all-vms") });
   const s = slot("pve1");
   const { hostRef } = await r.backend.create(s, signal());
   await r.backend.delete({ machineId: s.machineId, hostRef }, signal());

@@ -13,7 +13,8 @@ import {
   type ProxmoxDeps,
   type Timing,
 } from "../../src/proxmox/mod.ts";
-import { type SimOptions, type Simulator, startSimulator } from "../pvesim/mod.ts";
+import { type SimAcl, type SimOptions, type Simulator, startSimulator } from "../pvesim/mod.ts";
+import { aclOf, ROLES_PVE8, setupToken } from "../deploy/setup_token.ts";
 
 export const FAST: Partial<Timing> = {
   task: { initialMs: 10, maxMs: 40 },
@@ -69,6 +70,7 @@ export function configFor(
     fingerprint: null,
     pool: "bigfleet",
     nodes: ["pve1", "pve2"],
+    tags: ["bigfleet"],
     ...over,
   };
   return {
@@ -233,4 +235,14 @@ export function providerArgs(
     "--metrics-addr=",
     ...(o.trust ?? [`--proxmox-ca-file=${sim.caFile}`]),
   ];
+}
+
+/**
+ * The ACL deploy/host-setup/setup-token.sh writes for PVE 8 with `args`
+ * (the simulator's template disk is on ceph-vm, so that storage is granted).
+ */
+export async function setupTokenAcl(...args: string[]): Promise<SimAcl> {
+  const res = await setupToken({ roles: ROLES_PVE8 }, ["--storages", "ceph-vm", ...args]);
+  if (res.code !== 0) throw new Error(`setup-token.sh failed: ${res.stderr}`);
+  return aclOf(res.mutations);
 }

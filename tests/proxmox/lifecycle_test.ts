@@ -17,7 +17,7 @@ Deno.test("create clones, sizes, tags, starts and waits for the agent", async ()
   assert.equal(vm.pool, "bigfleet");
   assert.equal(Number(vm.config.cores), 2);
   assert.equal(String(vm.config.memory), "4096");
-  assert.equal(vm.config.tags, "bigfleet;bigfleet-proxmox-ondemand-pve-small-pve2-001");
+  assert.equal(vm.config.tags, "bigfleet", "--proxmox-tags, in place of the template's");
   assert.equal(vm.config.name, "bigfleet-proxmox-ondemand-pve-small-pve2-001");
   assert.match(
     String(vm.config.description),

@@ -4,7 +4,7 @@
 
 import assert from "node:assert/strict";
 import { createProxmoxBackend } from "../../src/proxmox/mod.ts";
-import { buildDescription, tagsFor } from "../../src/proxmox/naming.ts";
+import { buildDescription } from "../../src/proxmox/naming.ts";
 import { Harness, startProvider } from "../harness/mod.ts";
 import { startSimulator } from "../pvesim/mod.ts";
 import { FAST, logLines, providerArgs, rig, signal, slot } from "./helpers.ts";
@@ -114,7 +114,7 @@ Deno.test({
         node: "pve2",
         name: "bigfleet-x",
         template: false,
-        tags: tagsFor(id),
+        tags: "bigfleet",
         description: buildDescription(id, "op-1"),
       });
       sim.faults.offlineNodes = ["pve2"];

@@ -6,8 +6,8 @@ import {
   parseHostRef,
   parseMarker,
   parseTags,
+  resolveTags,
   sanitizeId,
-  tagsFor,
   vmName,
 } from "../../src/proxmox/naming.ts";
 import { isTaskSuccess, parseUpid } from "../../src/proxmox/tasks.ts";
@@ -53,7 +53,9 @@ Deno.test("vm names are DNS labels of at most 63 characters", () => {
 
 Deno.test("tags follow the PVE tag grammar", () => {
   const re = /^[a-z0-9_][a-z0-9_\-+.]*$/;
-  for (const t of tagsFor("Weird Id!/ÄÖ/..").split(";")) assert.match(t, re);
+  const tags = resolveTags(["bigfleet", "@machine"], "Weird Id!/ÄÖ/..");
+  assert.equal(tags.length, 2);
+  for (const t of tags) assert.match(t, re);
   assert.deepEqual(parseTags("bigfleet;BigFleet-x, other  y"), [
     "bigfleet",
     "bigfleet-x",

@@ -53,6 +53,7 @@ Deno.test("backend: a complete real configuration", async () => {
       fingerprint: null,
       pool: "bigfleet",
       nodes: ["pve1", "pve2", "pve3"],
+      tags: ["bigfleet"],
     });
     // Built-in offerings use the first two nodes.
     assert.deepEqual(c.zones, ["pve1", "pve2"]);
@@ -101,6 +102,19 @@ Deno.test("backend: a fingerprint alone is enough trust and is normalised", asyn
     const both = await loadConfig([...realArgv(dir), `--proxmox-tls-fingerprint=${PIN}`]);
     assert.equal(both.proxmox!.caPem, CERT);
     assert.ok(both.proxmox!.fingerprint);
+  });
+});
+
+Deno.test("backend: --proxmox-tags: tags and @machine, de-duplicated; empty is none; bad ones named", async () => {
+  await withFiles(async (dir) => {
+    const tags = async (v: string) =>
+      (await loadConfig([...realArgv(dir), `--proxmox-tags=${v}`])).proxmox?.tags;
+    assert.deepEqual(await tags("fleet-a, @machine,fleet-a"), ["fleet-a", "@machine"]);
+    assert.deepEqual(await tags(""), []);
+    await rejects(
+      [...realArgv(dir), "--proxmox-tags=bigfleet,Big Fleet"],
+      /^--proxmox-tags: "Big Fleet" is not a Proxmox tag .*@machine/,
+    );
   });
 });
 
