@@ -17,9 +17,13 @@ import {
   auditAllNeed,
   type PathNeed,
   poolNeed,
+  rootOnlyDevices,
   storageNeed,
   templateNeed,
+  templateOptionNeeds,
 } from "../proxmox/privileges.ts";
+import { parseTags } from "../proxmox/naming.ts";
+import { checkTags } from "./preflight_tags.ts";
 import {
   cloneBlocker,
   findTemplate,
@@ -46,7 +50,7 @@ export interface PreflightOptions {
 }
 
 /** Checks after the connection, in the order they are printed. */
-const LATER_CHECKS = ["node", "pool", "privileges", "template", "storage", "hooks"];
+const LATER_CHECKS = ["node", "pool", "privileges", "tags", "template", "storage", "hooks"];
 
 const TRUST_FIX = "--proxmox-ca-file must hold the CA that signed the API's certificate " +
   "(/etc/pve/pve-root-ca.pem for the certificate Proxmox made itself), or pin the certificate " +
@@ -233,7 +237,12 @@ class Checks {
       "",
       () => this.privileges(found, [...demand.values()]),
     );
-    return [...nodes, ...pool, ...privileges, ...templates, ...storage, this.hooks()];
+    const tagSubject = this.px.tags.join(",") || "(none)";
+    const tags = await this.#guard("tags", tagSubject, async () => {
+      const inherited = [...new Set(found.flatMap((f) => parseTags(f.tmpl.config.tags)))].sort();
+      return [await checkTags(this.api, this.#perms, this.px.tags, inherited, this.signal)];
+    });
+    return [...nodes, ...pool, ...privileges, ...tags, ...templates, ...storage, this.hooks()];
   }
 
   /** A check that throws becomes one FAIL line; after the deadline, a SKIP. */
@@ -406,6 +415,17 @@ class Checks {
           `point the instance type at the template`,
       )];
     }
+    const rootOnly = rootOnlyDevices(config);
+    if (rootOnly.length > 0) {
+      const { key, kind } = rootOnly[0];
+      return [failed(
+        "template",
+        subject,
+        `${where}: ${key} passes a host ${kind} device through: only root@pam may clone it`,
+        `map the device (Datacenter > Resource Mappings) and set ${key} to mapping=<name> in ` +
+          `the template; the token then needs Mapping.Use on /mapping/${kind.toLowerCase()}/<name>`,
+      )];
+    }
     let reach = "on the zone's own node";
     if (node !== pair.zone) {
       const blocker = cloneBlocker(config, await this.#cachedStorages(), pair.zone);
@@ -532,6 +552,10 @@ class Checks {
       if (src.kind === "per-zone" && src.vmids.has(p.zone)) vmids.add(src.vmids.get(p.zone)!);
     }
     for (const vmid of [...vmids].sort((a, b) => a - b)) needs.push(templateNeed(vmid));
+    // What the templates' own options make clone check (a host CD-ROM, mapped devices, ...).
+    for (const [vmid, config] of new Map(found.map((f) => [f.tmpl.vmid, f.tmpl.config]))) {
+      needs.push(...templateOptionNeeds(vmid, config));
+    }
     for (const s of [...new Set(demand.map((d) => d.storage))].sort()) needs.push(storageNeed(s));
     // SDN.Use on the NICs' bridges is checked by clone since PVE 8.
     if (this.#major >= 8) {

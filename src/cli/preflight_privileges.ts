@@ -121,7 +121,7 @@ export function mergeNeeds(needs: readonly PathNeed[]): PathNeed[] {
       purpose: had.purpose === n.purpose ? had.purpose : `${had.purpose}; ${n.purpose}`,
       setupOption: had.setupOption === n.setupOption
         ? had.setupOption
-        : `${had.setupOption}, ${n.setupOption}`,
+        : [had.setupOption, n.setupOption].filter((o) => o !== null).join(", ") || null,
     });
   }
   return [...byPath.values()];
@@ -146,7 +146,10 @@ export async function checkPrivileges(
       `grant ${privs.join(", ")} on ${need.path}${
         propagate ? " with propagate" : ""
       } to the token and to its user (a privilege-separated token holds only what both hold): ` +
-      `deploy/host-setup/setup-token.sh ${need.setupOption} does both, or pveum acl modify ` +
+      (need.setupOption === null
+        ? ""
+        : `deploy/host-setup/setup-token.sh ${need.setupOption} does both, or `) +
+      `pveum acl modify ` +
       `${need.path} --roles <role> --tokens '${tokenId}'${
         propagate ? " --propagate 1" : ""
       } and the same with --users ${user} (${DOCS})`;

@@ -16,8 +16,8 @@ export interface PathNeed {
   optional: boolean;
   /** What the privileges are used for, one short clause. */
   purpose: string;
-  /** The setup-token.sh option that grants it. */
-  setupOption: string;
+  /** The setup-token.sh option that grants it; null when the script grants no such right. */
+  setupOption: string | null;
 }
 
 /**
@@ -150,4 +150,78 @@ export function sdnNeed(path: string, bridge: string, tagged: boolean): PathNeed
 export function nicsOf(config: VmConfig): string[] {
   return Object.keys(config).filter((k) => /^net\d+$/.test(k)).sort()
     .map((k) => String(config[k]));
+}
+
+/** A drive key of a config (`ide2`, `sata0`, `scsi1`, ...). */
+const DRIVE_KEY = /^(ide|sata|scsi|virtio)\d+$/;
+
+/** `key=value` of a property string, or its bare first element as the default key. */
+function optionOf(value: unknown, key: string, defaultKey: string): string | undefined {
+  for (const [i, part] of String(value).split(",").entries()) {
+    const eq = part.indexOf("=");
+    if (eq < 0 && i === 0 && key === defaultKey) return part;
+    if (eq >= 0 && part.slice(0, eq) === key) return part.slice(eq + 1);
+  }
+  return undefined;
+}
+
+/**
+ * What clone_vm checks for what the template's own config uses, besides its
+ * disks' storages and NICs (qemu-server check_storage_access_clone and
+ * check_mapping_access, docs/proxmox-notes.md "What a clone checks"):
+ * Sys.Console on / for the host's CD-ROM drive, Datastore.AllocateSpace on
+ * `vmstatestorage`, Mapping.Use on each mapped USB or PCI device, on
+ * /mapping/hwrng for the host's hardware RNG and on a virtiofs directory
+ * mapping. A custom CPU model needs nothing at clone time.
+ */
+export function templateOptionNeeds(vmid: number, config: VmConfig): PathNeed[] {
+  const out: PathNeed[] = [];
+  const need = (path: string, privilege: string, purpose: string, setupOption: string | null) =>
+    out.push({
+      path,
+      privileges: [privilege],
+      propagated: false,
+      optional: false,
+      purpose: `clone template ${vmid}${purpose}`,
+      setupOption,
+    });
+  for (const key of Object.keys(config).sort()) {
+    const value = config[key];
+    const mapping = optionOf(value, "mapping", "");
+    if (DRIVE_KEY.test(key)) {
+      const file = String(value).split(",")[0];
+      if (file === "cdrom" && /(^|,)media=cdrom(,|$)/.test(String(value))) {
+        need("/", "Sys.Console", `, whose ${key} is the host's CD-ROM drive`, null);
+      }
+    } else if (/^(usb|hostpci)\d+$/.test(key) && mapping !== undefined) {
+      const kind = key.startsWith("usb") ? "usb" : "pci";
+      const what = `, whose ${key} uses mapping ${mapping}`;
+      need(`/mapping/${kind}/${mapping}`, "Mapping.Use", what, null);
+    } else if (/^rng\d+$/.test(key) && optionOf(value, "source", "source") === "/dev/hwrng") {
+      need("/mapping/hwrng", "Mapping.Use", `, whose ${key} uses the host's hardware RNG`, null);
+    } else if (/^virtiofs\d$/.test(key)) {
+      const dir = optionOf(value, "dirid", "dirid");
+      need(`/mapping/dir/${dir}`, "Mapping.Use", `, whose ${key} shares directory ${dir}`, null);
+    }
+  }
+  if (config.vmstatestorage !== undefined) {
+    const s = String(config.vmstatestorage);
+    need(`/storage/${s}`, "Datastore.AllocateSpace", ` (vmstatestorage ${s})`, `--storages ${s}`);
+  }
+  return out;
+}
+
+/** Devices of a template only root@pam may pass on to a clone: a host USB or PCI device, unmapped. */
+export function rootOnlyDevices(config: VmConfig): { key: string; kind: "USB" | "PCI" }[] {
+  const out: { key: string; kind: "USB" | "PCI" }[] = [];
+  for (const key of Object.keys(config).sort()) {
+    const value = config[key];
+    if (/^usb\d+$/.test(key)) {
+      const host = optionOf(value, "host", "host");
+      if (host !== undefined && !/^spice$/i.test(host)) out.push({ key, kind: "USB" });
+    } else if (/^hostpci\d+$/.test(key) && optionOf(value, "mapping", "") === undefined) {
+      out.push({ key, kind: "PCI" });
+    }
+  }
+  return out;
 }

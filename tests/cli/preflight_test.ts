@@ -155,7 +155,7 @@ Deno.test({
       const summary = out.pop()!;
       assert.equal(
         summary,
-        "preflight: 15 passed, 0 warnings, 0 failed, 1 skipped: ready (nothing failed)",
+        "preflight: 16 passed, 0 warnings, 0 failed, 1 skipped: ready (nothing failed)",
       );
       for (const l of out) assert.match(l, /^(PASS|SKIP) {2}\S+ +\S/, l);
       const expect = [
@@ -169,6 +169,7 @@ Deno.test({
         /^PASS {2}privileges {2}\/vms\/9000: VM\.Audit, VM\.Clone: /,
         /^PASS {2}privileges {2}\/storage\/ceph-vm: Datastore\.AllocateSpace, Datastore\.Audit: /,
         /^PASS {2}privileges {2}\/sdn\/zones\/localnetwork\/vmbr0: SDN\.Use: /,
+        /^PASS {2}tags {8}bigfleet: cannot read the tag policy \(no Sys\.Audit on \/\)/,
         /^PASS {2}template {4}pve\.large\/pve1: VM 9000 on pve1: a template with the guest agent enabled; on the zone's own node$/,
         /^PASS {2}template {4}pve\.large\/pve2: VM 9000 on pve1: .*; clones to pve2 \(every volume on shared storage\)$/,
         /^PASS {2}template {4}pve\.xlarge\/pve1: /,
@@ -279,7 +280,7 @@ Deno.test({
         for (const l of out.slice(2, -1)) {
           assert.match(l, /^SKIP {2}\S+ +not checked: the API's certificate is not trusted$/);
         }
-        assert.match(out.at(-1)!, /0 passed, 0 warnings, 1 failed, 7 skipped: NOT ready/);
+        assert.match(out.at(-1)!, /0 passed, 0 warnings, 1 failed, 8 skipped: NOT ready/);
         assert.deepEqual(r.sim.requests, [], "no HTTP request reached the API");
       });
     }
@@ -726,5 +727,164 @@ Deno.test({
       assert.equal(err.length, 1, r.stderr);
       assert.ok(err[0].startsWith(want), `${err[0]} should start with ${want}`);
     }
+  },
+});
+
+/** `acl` with `privs` on `path` for the token and its user (privilege separation holds both). */
+function grantBoth(acl: SimAcl, path: string, privs: string[]): SimAcl {
+  for (const ugid of ["token", "user"] as const) {
+    acl.entries.push({ path, privs, propagate: false, ugid });
+  }
+  return acl;
+}
+
+Deno.test({
+  name:
+    "preflight: the tag policy: which mode refuses which tag, with the fix; readable with Sys.Audit on /",
+  ...opts,
+  async fn() {
+    const audited = async () => grantBoth(await scriptAcl(SIM_STORAGE), "/", ["Sys.Audit"]);
+    // list without bigfleet: WARN naming the tag, the mode and how to allow it.
+    await withRig({
+      acl: await audited(),
+      datacenter: { userTagAccess: { userAllow: "list", userAllowList: ["k8s"] } },
+    }, async (r) => {
+      const { r: res, report } = await r.json();
+      assert.equal(res.code, 0, "a WARN alone passes");
+      const c = one(report, "tags", "bigfleet");
+      assert.equal(c.status, "WARN");
+      assert.match(c.message, /user-allow=list refuses tag 'bigfleet'.*VMs go without it/);
+      assert.match(c.message, /the template's tag template stays on its clones/);
+      assert.match(c.fix!, /user-allow-list=k8s;bigfleet/);
+      assert.match(c.fix!, /Sys\.Modify on \//);
+    });
+    // list with bigfleet: PASS; the template's tags outside the list stay (said, not a problem).
+    await withRig({
+      acl: await audited(),
+      datacenter: { userTagAccess: { userAllow: "list", userAllowList: ["bigfleet"] } },
+    }, async (r) => {
+      const c = one((await r.json()).report, "tags", "bigfleet");
+      assert.equal(c.status, "PASS", JSON.stringify(c));
+      assert.match(c.message, /user-allow=list lets the token set bigfleet/);
+      assert.match(c.message, /the template's tags k8s, template stay on its clones/);
+    });
+    // none: nothing may change.
+    await withRig({
+      acl: await audited(),
+      datacenter: { userTagAccess: { userAllow: "none" } },
+    }, async (r) => {
+      const c = one((await r.json()).report, "tags", "bigfleet");
+      assert.equal(c.status, "WARN");
+      assert.match(c.message, /user-allow=none refuses tag 'bigfleet'/);
+      assert.match(c.fix!, /--proxmox-tags=/);
+    });
+    // A registered tag needs Sys.Modify even under free.
+    await withRig({
+      acl: await audited(),
+      datacenter: { registeredTags: ["bigfleet"] },
+    }, async (r) => {
+      const c = one((await r.json()).report, "tags", "bigfleet");
+      assert.equal(c.status, "WARN");
+      assert.match(c.message, /'bigfleet' is a registered tag/);
+      assert.match(c.fix!, /registered-tags/);
+    });
+    // Sys.Modify on / lifts every restriction.
+    await withRig({
+      acl: grantBoth(await audited(), "/", ["Sys.Audit", "Sys.Modify"]),
+      datacenter: { userTagAccess: { userAllow: "none" } },
+    }, async (r) => {
+      const c = one((await r.json()).report, "tags", "bigfleet");
+      assert.equal(c.status, "PASS");
+      assert.match(c.message, /Sys\.Modify on \//);
+    });
+  },
+});
+
+Deno.test({
+  name:
+    "preflight: the tag policy without Sys.Audit: read from allowed-tags; the per-machine tag WARNs under list",
+  ...opts,
+  async fn() {
+    // list allowing bigfleet: the template's own tags are missing from allowed-tags, so the
+    // mode is not free: the per-machine tag (never in a list) is refused.
+    await withRig({
+      acl: await scriptAcl(SIM_STORAGE),
+      datacenter: { userTagAccess: { userAllow: "list", userAllowList: ["bigfleet"] } },
+    }, async (r) => {
+      const plain = one((await r.json()).report, "tags", "bigfleet");
+      assert.equal(plain.status, "PASS", JSON.stringify(plain));
+      const c = one(
+        (await r.json(["--proxmox-tags=bigfleet,@machine"])).report,
+        "tags",
+        "bigfleet,@machine",
+      );
+      assert.equal(c.status, "WARN");
+      assert.match(c.message, /refuses the per-machine tag \(@machine\)/);
+      assert.match(c.fix!, /leave @machine out of --proxmox-tags/);
+    });
+    // free (nothing set): the template's tags show up in allowed-tags; no sign of a restriction.
+    await withRig({ acl: await scriptAcl(SIM_STORAGE) }, async (r) => {
+      const c = one(
+        (await r.json(["--proxmox-tags=bigfleet,@machine"])).report,
+        "tags",
+        "bigfleet,@machine",
+      );
+      assert.equal(c.status, "PASS", JSON.stringify(c));
+      assert.match(c.message, /cannot read the tag policy \(no Sys\.Audit on \/\)/);
+    });
+  },
+});
+
+Deno.test({
+  name:
+    "preflight: a template's own options need their privileges (Sys.Console, Mapping.Use, vmstatestorage); host devices FAIL",
+  ...opts,
+  async fn() {
+    const special = [{
+      vmid: 9000,
+      node: "pve1",
+      name: "tmpl",
+      config: {
+        ide2: "cdrom,media=cdrom",
+        usb0: "mapping=dongle",
+        vmstatestorage: "local-lvm",
+      },
+    }];
+    await withRig({ templates: special, acl: await scriptAcl(SIM_STORAGE) }, async (r) => {
+      const { r: res, report } = await r.json();
+      assert.equal(res.code, 1);
+      const cons = one(report, "privileges", "/");
+      assert.equal(cons.status, "FAIL");
+      assert.match(
+        cons.message,
+        /^missing Sys\.Console, needed to clone template 9000, whose ide2 is the host's CD-ROM drive/,
+      );
+      assert.doesNotMatch(cons.fix!, /setup-token\.sh/, "the script does not grant it");
+      assert.match(cons.fix!, /pveum acl modify \/ --roles <role> --tokens/);
+      const map = one(report, "privileges", "/mapping/usb/dongle");
+      assert.equal(map.status, "FAIL");
+      assert.match(
+        map.message,
+        /^missing Mapping\.Use, needed to clone template 9000, whose usb0 uses mapping dongle/,
+      );
+      const state = one(report, "privileges", "/storage/local-lvm");
+      assert.equal(state.status, "FAIL");
+      assert.match(
+        state.message,
+        /^missing Datastore\.AllocateSpace, needed to clone template 9000 \(vmstatestorage local-lvm\)/,
+      );
+    });
+    const host = [{ vmid: 9000, node: "pve1", name: "tmpl", config: { hostpci0: "0000:01:00.0" } }];
+    await withRig({ templates: host, acl: await scriptAcl(SIM_STORAGE) }, async (r) => {
+      const { r: res, report } = await r.json();
+      assert.equal(res.code, 1);
+      const c = one(report, "template", "pve.large/pve1");
+      assert.equal(c.status, "FAIL");
+      assert.match(
+        c.message,
+        /hostpci0 passes a host PCI device through: only root@pam may clone it/,
+      );
+      assert.match(c.fix!, /Resource Mappings/);
+    });
   },
 });
