@@ -22,6 +22,7 @@
 #   --rotate              BIGFLEET_ROTATE=1    replace the token (prints a new secret)
 #   --dry-run             BIGFLEET_DRY_RUN=1   print the changes, make none
 #   --pve-major N         PVE_MAJOR            skip version detection (8 or 9)
+#   (PVE_NODE_DIR, default /etc/pve/local: where this node's API certificate is)
 #
 # What the provider calls, and so what it is granted (nothing else):
 #   clone the template           VM.Clone on /vms/<template>; VM.Allocate on
@@ -326,9 +327,38 @@ if [ -n "${TOKEN_SECRET}" ]; then
 else
 	echo "  token secret:               (unchanged; rerun with --rotate for a new one)"
 fi
+# pveproxy serves pveproxy-ssl.pem (a certificate uploaded or from ACME) when
+# it and its key exist, else pve-ssl.pem (signed by the cluster CA). Both are
+# this node's own: another node behind the same URL serves another one.
+NODE_DIR="${PVE_NODE_DIR:-/etc/pve/local}"
+SERVED_CERT="${NODE_DIR}/pve-ssl.pem"
+CUSTOM_CERT=0
+if [ -f "${NODE_DIR}/pveproxy-ssl.pem" ] && [ -f "${NODE_DIR}/pveproxy-ssl.key" ]; then
+	SERVED_CERT="${NODE_DIR}/pveproxy-ssl.pem"
+	CUSTOM_CERT=1
+fi
+
 echo
-echo "TLS trust for the API (one is required): the cluster CA"
-echo "  kubectl -n bigfleet create secret generic bigfleet-proxmox-ca \\"
-echo "    --from-file=ca.pem=/etc/pve/pve-root-ca.pem"
-echo "or the API certificate's SHA-256 fingerprint (proxmox.tlsFingerprint):"
-echo "  openssl x509 -in /etc/pve/local/pve-ssl.pem -noout -fingerprint -sha256"
+if [ "${CUSTOM_CERT}" = "1" ]; then
+	echo "TLS trust for the API (one is required): this node serves its own certificate"
+	echo "(${SERVED_CERT}), which the cluster CA did not sign: give the provider the CA"
+	echo "that issued it (for ACME, that CA's root)"
+	echo "  kubectl -n bigfleet create secret generic bigfleet-proxmox-ca \\"
+	echo "    --from-file=ca.pem=<that CA's certificate>"
+else
+	echo "TLS trust for the API (one is required): the cluster CA"
+	echo "  kubectl -n bigfleet create secret generic bigfleet-proxmox-ca \\"
+	echo "    --from-file=ca.pem=/etc/pve/pve-root-ca.pem"
+fi
+echo "or the SHA-256 fingerprint of the certificate this node serves (proxmox.tlsFingerprint;"
+echo "it pins this node only):"
+FINGERPRINT=""
+if command -v openssl >/dev/null 2>&1 && [ -r "${SERVED_CERT}" ]; then
+	FINGERPRINT="$(openssl x509 -in "${SERVED_CERT}" -noout -fingerprint -sha256 2>/dev/null |
+		sed -n 's/^[^=]*=//p')"
+fi
+if [ -n "${FINGERPRINT}" ]; then
+	echo "  ${FINGERPRINT}"
+else
+	echo "  openssl x509 -in ${SERVED_CERT} -noout -fingerprint -sha256"
+fi

@@ -53,9 +53,11 @@ export interface PreflightOptions {
 const LATER_CHECKS = ["node", "pool", "privileges", "tags", "template", "storage", "hooks"];
 
 const TRUST_FIX = "--proxmox-ca-file must hold the CA that signed the API's certificate " +
-  "(/etc/pve/pve-root-ca.pem for the certificate Proxmox made itself), or pin the certificate " +
-  "with --proxmox-tls-fingerprint (openssl x509 -in /etc/pve/local/pve-ssl.pem -noout " +
-  "-fingerprint -sha256); docs/credentials.md#tls-trust-for-the-proxmox-api";
+  "(/etc/pve/pve-root-ca.pem for the certificate Proxmox made itself; a custom or ACME one, " +
+  "/etc/pve/local/pveproxy-ssl.pem, has its own CA), or pin the certificate the node serves " +
+  "with --proxmox-tls-fingerprint (openssl x509 -in /etc/pve/local/pveproxy-ssl.pem, or " +
+  "pve-ssl.pem when there is none, -noout -fingerprint -sha256); " +
+  "docs/credentials.md#tls-trust-for-the-proxmox-api";
 const REACH_FIX = "check --proxmox-api-url (https://HOST:8006/api2/json), that HOST resolves, " +
   "and that this host may reach the port (firewalls, Kubernetes NetworkPolicies)";
 const TOKEN_FIX = "check --proxmox-token-id and the secret in --proxmox-token-file (as " +

@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { ROOT } from "./helm_helpers.ts";
 import { rig, signal, slot } from "../proxmox/helpers.ts";
 import { aclOf, ROLES_PVE8, ROLES_PVE9, run, SECRET, SETUP, setupToken } from "./setup_token.ts";
+import { issueCert, makeCa } from "../pvesim/mod.ts";
 
 const SCRIPTS = [SETUP, `${ROOT}deploy/install-helm.sh`];
 
@@ -202,3 +203,46 @@ for (const [pve, roles] of [["8", ROLES_PVE8], ["9", ROLES_PVE9]] as const) {
     }
   });
 }
+
+Deno.test("setup-token.sh: the fingerprint it prints is the served certificate's (pveproxy-ssl.pem over pve-ssl.pem)", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "bf-node-" });
+  try {
+    const cluster = await makeCa(`${dir}/ca`, "cluster");
+    const own = await issueCert(cluster, {
+      cn: "pve1",
+      sans: ["pve1"],
+      usage: "server",
+      name: "own",
+    });
+    await Deno.copyFile(own.certFile, `${dir}/pve-ssl.pem`);
+    const fingerprintLine = (out: string) => {
+      const lines = out.split("\n");
+      const i = lines.findIndex((l) => l.includes("SHA-256 fingerprint of the certificate"));
+      return lines[i + 2]?.trim();
+    };
+    let res = await setupToken({ roles: ROLES_PVE9 }, [], { PVE_NODE_DIR: dir });
+    assert.equal(res.code, 0, res.stderr);
+    assert.equal(fingerprintLine(res.stdout), own.fingerprint, "pve-ssl.pem when nothing else");
+    assert.match(res.stdout, /--from-file=ca\.pem=\/etc\/pve\/pve-root-ca\.pem/);
+    // A custom (uploaded or ACME) certificate with its key: pveproxy serves that one.
+    const acme = await makeCa(`${dir}/acme`, "acme");
+    const custom = await issueCert(acme, {
+      cn: "pve.example.com",
+      sans: ["pve.example.com"],
+      usage: "server",
+      name: "custom",
+    });
+    await Deno.copyFile(custom.certFile, `${dir}/pveproxy-ssl.pem`);
+    res = await setupToken({ roles: ROLES_PVE9 }, [], { PVE_NODE_DIR: dir });
+    assert.equal(fingerprintLine(res.stdout), own.fingerprint, "without its key it is not served");
+    await Deno.copyFile(custom.keyFile, `${dir}/pveproxy-ssl.key`);
+    res = await setupToken({ roles: ROLES_PVE9 }, [], { PVE_NODE_DIR: dir });
+    assert.equal(res.code, 0, res.stderr);
+    assert.equal(fingerprintLine(res.stdout), custom.fingerprint);
+    assert.notEqual(custom.fingerprint, own.fingerprint);
+    assert.match(res.stdout, /the cluster CA did not sign/);
+    assert.doesNotMatch(res.stdout, /pve-root-ca\.pem/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

@@ -29,8 +29,12 @@ export interface Cluster {
   tokens?: string;
 }
 
-/** Runs setup-token.sh with stub pveum/pvesh; returns its output and the pveum calls. */
-export async function setupToken(cluster: Cluster, args: string[] = []) {
+/** Runs setup-token.sh with stub pveum/pvesh (and `env`); returns its output and the pveum calls. */
+export async function setupToken(
+  cluster: Cluster,
+  args: string[] = [],
+  env: Record<string, string> = {},
+) {
   const dir = await Deno.makeTempDir();
   try {
     await Deno.writeTextFile(`${dir}/roles.json`, cluster.roles);
@@ -51,7 +55,11 @@ esac
     await Deno.writeTextFile(`${dir}/pvesh`, "#!/bin/sh\nexit 0\n");
     await Deno.chmod(`${dir}/pveum`, 0o755);
     await Deno.chmod(`${dir}/pvesh`, 0o755);
-    const res = await run("sh", [SETUP, ...args], { PATH: `${dir}:${Deno.env.get("PATH")}` });
+    const res = await run("sh", [SETUP, ...args], {
+      PVE_NODE_DIR: `${dir}/no-node`,
+      ...env,
+      PATH: `${dir}:${Deno.env.get("PATH")}`,
+    });
     let calls: string[] = [];
     try {
       calls = (await Deno.readTextFile(`${dir}/calls`)).trim().split("\n");
