@@ -41,15 +41,17 @@ const AGENT_RETRY_RE =
 
 /**
  * Whether a config `agent` value ("1", 1, "enabled=on,fstrim…", "0")
- * enables the agent. `enabled` is the default key and a PVE boolean, which
- * pve-common's parse_boolean reads as 1, on, yes or true in any case
- * (docs/proxmox-notes.md "Guest agent").
+ * enables the agent. `enabled=` is a PVE boolean, which pve-common's
+ * parse_boolean reads as 1, on, yes or true in any case; the bare default-key
+ * form takes only 1 or 0 (PVE refuses `agent: on`, and drops such a value
+ * from a hand-edited config: docs/proxmox-notes.md "Guest agent").
  */
 export function agentEnabled(value: unknown): boolean {
   if (value === undefined || value === null) return false;
   const s = String(value).trim();
   for (const part of s.split(",")) {
-    const [k, v] = part.includes("=") ? part.split("=", 2) : ["enabled", part];
+    if (!part.includes("=")) return part.trim() === "1";
+    const [k, v] = part.split("=", 2);
     if (k.trim() === "enabled") return /^(1|on|yes|true)$/i.test(v.trim());
   }
   return false;

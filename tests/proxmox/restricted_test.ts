@@ -82,11 +82,20 @@ Deno.test("an adopted running VM whose size is only pending is stopped so its st
 
 Deno.test("`agent` in every PVE boolean spelling enables the agent", async () => {
   for (
-    const on of ["1", "on", "YES", "True", "enabled=on,fstrim_cloned_disks=1", "type=virtio,yes"]
+    const on of [
+      "1",
+      "enabled=on",
+      "enabled=YES",
+      "enabled=True,fstrim_cloned_disks=1",
+      "type=virtio,1",
+    ]
   ) {
     assert.equal(agentEnabled(on), true, on);
   }
-  for (const off of ["0", "off", "no", "false", "enabled=0", "", "maybe"]) {
+  // The bare form takes only 1 and 0: PVE refuses `agent: on` and drops it from a config.
+  for (
+    const off of ["0", "enabled=off", "enabled=no", "enabled=0", "", "on", "yes", "enabled=maybe"]
+  ) {
     assert.equal(agentEnabled(off), false, off);
   }
   await using r = await rig({ templates: [{ vmid: 9000, name: "tmpl", agent: "enabled=yes" }] });

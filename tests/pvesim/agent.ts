@@ -3,7 +3,13 @@
 
 import { ApiError, fail } from "./errors.ts";
 import { runInGuest } from "./guest.ts";
-import { agentEnabled, type ClusterState, type ExecRecord, type VmRecord } from "./state.ts";
+import {
+  agentEnabled,
+  agentValid,
+  type ClusterState,
+  type ExecRecord,
+  type VmRecord,
+} from "./state.ts";
 import type { SimFaults } from "./types.ts";
 
 export interface AgentEnv {
@@ -15,7 +21,8 @@ export interface AgentEnv {
 
 /** assert_agent_available + the guest-ping that follows it. */
 export function assertAgent(env: AgentEnv, vm: VmRecord, qgaCommand: string): void {
-  if (vm.config.agent === undefined) throw fail("No QEMU guest agent configured");
+  // A value PVE cannot parse is dropped when it reads the config: as if there were none.
+  if (!agentValid(vm.config.agent)) throw fail("No QEMU guest agent configured");
   if (vm.status !== "running") throw fail(`VM ${vm.vmid} is not running`);
   const booted = Date.now() - vm.startedAt >= env.state.timing.agentBootMs;
   if (!agentEnabled(vm.config.agent) || !booted || env.faults.agentDown) {

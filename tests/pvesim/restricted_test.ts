@@ -356,8 +356,8 @@ Deno.test("clone checks the template's options: host CD-ROM, vmstatestorage, map
   }, { acl: poolOnly() });
 });
 
-Deno.test("agent: every PVE boolean spelling of `agent` enables it", async () => {
-  for (const agent of ["1", "on", "YES", "true", "enabled=on,fstrim_cloned_disks=1"]) {
+Deno.test("agent: `enabled=` takes every PVE boolean spelling; a bare value only 1 (else: no agent)", async () => {
+  for (const agent of ["1", "enabled=on", "enabled=YES", "enabled=true,fstrim_cloned_disks=1"]) {
     await withSim(async (_sim, api) => {
       const { newid } = await cloneAndWait(api);
       await startAndBoot(api, "pve1", newid);
@@ -366,4 +366,12 @@ Deno.test("agent: every PVE boolean spelling of `agent` enables it", async () =>
       );
     }, { templates: [{ vmid: 9000, name: "t", agent }] });
   }
+  await withSim(async (sim, api) => {
+    // The API refuses a bare `on`; written into the file by hand it is dropped on read.
+    const r = await rawRequest(sim, "PUT", "/nodes/pve1/qemu/9000/config", json({ agent: "on" }));
+    assert.equal(r.status, 400);
+    sim.editConfig(9000, { agent: "on" });
+    const cfg = await api.data("GET", "/nodes/pve1/qemu/9000/config") as Obj;
+    assert.equal(cfg.agent, undefined);
+  });
 });

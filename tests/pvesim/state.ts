@@ -154,17 +154,36 @@ export function effectiveVcpus(c: Record<string, ConfigValue>): number {
 
 /**
  * agent property string → enabled? (`1`, `enabled=on,fstrim_cloned_disks=1`,
- * `0`): `enabled` is the default key and a JSONSchema boolean, which
- * parse_boolean reads as 1|on|yes|true, case-insensitively.
+ * `0`): `enabled=` is a JSONSchema boolean, which parse_property_string reads
+ * with parse_boolean (1|on|yes|true, any case); the bare default-key value is
+ * type-checked as it is, so only 1 or 0 (seen on PVE 8.4: `agent: on` is
+ * refused by the API and dropped from a hand-edited config).
  */
 export function agentEnabled(v: ConfigValue | undefined): boolean {
-  if (v === undefined) return false;
-  const s = String(v);
-  for (const part of s.split(",")) {
-    const [k, val] = part.includes("=") ? part.split("=", 2) : ["enabled", part];
+  return agentValid(v) && agentOn(v);
+}
+
+function agentOn(v: ConfigValue | undefined): boolean {
+  for (const part of String(v ?? "").split(",")) {
+    if (!part.includes("=")) return part === "1";
+    const [k, val] = part.split("=", 2);
     if (k === "enabled") return /^(1|on|yes|true)$/i.test(val);
   }
   return false;
+}
+
+/** Whether PVE parses this `agent` value at all (else the config reads as having none). */
+export function agentValid(v: ConfigValue | undefined): boolean {
+  if (v === undefined) return false;
+  for (const part of String(v).split(",")) {
+    if (!part.includes("=")) {
+      if (part !== "1" && part !== "0") return false;
+      continue;
+    }
+    const [k, val] = part.split("=", 2);
+    if (k === "enabled" && !/^(1|0|on|off|yes|no|true|false)$/i.test(val)) return false;
+  }
+  return true;
 }
 
 /** The usage counters status/current and cluster/resources report (static in the sim). */

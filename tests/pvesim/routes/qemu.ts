@@ -22,7 +22,7 @@ import {
   VMID,
 } from "../params.ts";
 import type { Route, RouteCtx, SimCore } from "../router.ts";
-import { agentEnabled, effectiveVcpus, usageStats, type VmRecord } from "../state.ts";
+import { agentEnabled, agentValid, effectiveVcpus, usageStats, type VmRecord } from "../state.ts";
 import { descriptionAsRead } from "../codec.ts";
 import { destroyDisks } from "../destroy.ts";
 import { mayOnVm, requireOnVm } from "../acl.ts";
@@ -85,6 +85,11 @@ function statusCurrent(vm: VmRecord): Record<string, unknown> {
   return out;
 }
 
+/** pve-qm-agent: a bare value must be 1 or 0; `enabled=` takes every boolean spelling. */
+function agentFormat(v: string): string | null {
+  return agentValid(v) ? null : "invalid format - format error\n";
+}
+
 const CONFIG_SCHEMA: Schema = {
   node: NODE,
   vmid: VMID,
@@ -98,7 +103,7 @@ const CONFIG_SCHEMA: Schema = {
   name: { type: "string", optional: true, format: dnsName },
   description: { type: "string", optional: true, maxLength: 8192 },
   tags: { type: "string", optional: true, format: tagList },
-  agent: { type: "string", optional: true },
+  agent: { type: "string", optional: true, format: agentFormat },
   onboot: { type: "boolean", optional: true },
   delete: { type: "string", optional: true },
   revert: { type: "string", optional: true },
@@ -301,6 +306,8 @@ export const qemuRoutes: Route[] = [
     check: vmCheck("VM.Audit"),
     handler: ({ core, params }) => {
       const view = core.state.configView(openVm(core, params), params.current === true);
+      // parse_vm_config drops a value it cannot parse.
+      if (view.agent !== undefined && !agentValid(view.agent)) delete view.agent;
       // The description lives in `#` comment lines: pve-common's codec applies.
       if (view.description !== undefined) {
         view.description = descriptionAsRead(String(view.description), core.pveVersion);
