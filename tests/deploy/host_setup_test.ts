@@ -246,3 +246,12 @@ Deno.test("setup-token.sh: the fingerprint it prints is the served certificate's
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("setup-token.sh: with no privilege hint, pveversion's major version picks the privilege names", async () => {
+  const res = await setupToken({ roles: "[]", pveversion: "pve-manager/8.4.21/2606ac850d46da29" });
+  assert.equal(res.code, 0, res.stderr);
+  assert.ok(
+    res.mutations.some((c) => c.includes("VM.Monitor")),
+    "PVE 8 names the agent VM.Monitor",
+  );
+});

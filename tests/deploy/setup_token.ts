@@ -27,6 +27,9 @@ export interface Cluster {
   users?: string;
   pools?: string;
   tokens?: string;
+  /** What the stub `pveversion` prints (default nothing: no version hint), so a real
+   * `pveversion` on the test host (e.g. a Proxmox rig's) is never consulted. */
+  pveversion?: string;
 }
 
 /** Runs setup-token.sh with stub pveum/pvesh (and `env`); returns its output and the pveum calls. */
@@ -53,8 +56,11 @@ esac
 `;
     await Deno.writeTextFile(`${dir}/pveum`, stub);
     await Deno.writeTextFile(`${dir}/pvesh`, "#!/bin/sh\nexit 0\n");
+    await Deno.writeTextFile(`${dir}/pveversion.out`, cluster.pveversion ?? "");
+    await Deno.writeTextFile(`${dir}/pveversion`, `#!/bin/sh\ncat "${dir}/pveversion.out"\n`);
     await Deno.chmod(`${dir}/pveum`, 0o755);
     await Deno.chmod(`${dir}/pvesh`, 0o755);
+    await Deno.chmod(`${dir}/pveversion`, 0o755);
     const res = await run("sh", [SETUP, ...args], {
       PVE_NODE_DIR: `${dir}/no-node`,
       ...env,
