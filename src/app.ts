@@ -31,10 +31,8 @@ export interface AppOptions {
   metrics?: Metrics;
   /** Wraps the kit the server calls (tests inject throwing or slow kits). */
   wrapKit?: (kit: Kit) => Kit;
-  /** How long stop() lets in-flight RPCs run before cutting them. */
+  /** How long stop() lets in-flight Get and List calls run before cutting them. */
   shutdownGraceMs?: number;
-  /** How long stop() lets running transitions finish before closing the kit. */
-  transitionGraceMs?: number;
 }
 
 export interface App {
@@ -43,14 +41,25 @@ export interface App {
   readonly metricsPort: number | null;
   readonly kit: Kit;
   readonly metrics: Metrics;
-  /** Graceful stop: /readyz 503 and health NOT_SERVING, in-flight RPCs finish, state flushed. */
-  stop(): Promise<void>;
+  /**
+   * Graceful stop (docs/install.md#upgrades-and-restarts): /readyz 503 and
+   * health NOT_SERVING, new lifecycle calls refused with UNAVAILABLE while Get
+   * and List still answer, running transitions finish within the config's
+   * shutdown timeout, then the state is flushed. `now` aborting (a second
+   * signal) cuts every wait short. Resolves with what was still running.
+   */
+  stop(now?: AbortSignal): Promise<StopResult>;
+}
+
+export interface StopResult {
+  /** Machines whose transition was still running when the stop gave up on it. */
+  unfinished: string[];
 }
 
 const log = getLogger(["bigfleet"]);
 const SHUTDOWN_GRACE_MS = 10_000;
-/** How long a graceful stop lets running transitions finish (Kubernetes gives 30 s by default). */
-const TRANSITION_GRACE_MS = 15_000;
+/** Machine ids named in the log line of a stop that gave up on running transitions. */
+const LOGGED_IDS = 20;
 
 export async function startApp(config: Config, opts: AppOptions = {}): Promise<App> {
   const metrics = opts.metrics ?? createMetrics();
@@ -119,23 +128,59 @@ export async function startApp(config: Config, opts: AppOptions = {}): Promise<A
 
   const liveKit = kit;
   const liveBackend = backend;
-  let stopping: Promise<void> | null = null;
+  let stopping: Promise<StopResult> | null = null;
   return {
     grpcPort: server.port,
     metricsPort: ops?.port ?? null,
     kit: liveKit,
     metrics,
-    stop() {
+    stop(now) {
       stopping ??= (async () => {
         // Probes flip before anything stops, so balancers drain us first.
         readiness.ready = false;
-        log.info("shutting down: not ready, finishing in-flight calls");
         stopReconcile();
-        await server.shutdown(opts.shutdownGraceMs ?? SHUTDOWN_GRACE_MS);
-        await liveKit.close(opts.transitionGraceMs ?? TRANSITION_GRACE_MS);
+        const timeoutMs = config.shutdownTimeoutMs;
+        const grace = opts.shutdownGraceMs ?? SHUTDOWN_GRACE_MS;
+        log.info(
+          "shutting down: not ready, new lifecycle calls refused (UNAVAILABLE), Get and List " +
+            "still answered",
+          { running: liveKit.running, shutdown_timeout_ms: timeoutMs },
+        );
+        const timeout = new AbortController();
+        const timer = setTimeout(() => timeout.abort(), timeoutMs);
+        const cut = now ? AbortSignal.any([now, timeout.signal]) : timeout.signal;
+        // Lifecycle calls already on the wire are not new: they get up to the
+        // RPC grace to be answered (and to start their transitions) before the
+        // wait for transitions; one still arriving after that is refused.
+        const arrivals = new AbortController();
+        const arrivalTimer = setTimeout(() => arrivals.abort(), grace);
+        await server.refuseLifecycle(AbortSignal.any([cut, arrivals.signal]));
+        clearTimeout(arrivalTimer);
+        if (liveKit.running > 0 && !cut.aborted) {
+          log.info("waiting up to {ms} ms for {count} running transitions", {
+            ms: timeoutMs,
+            count: liveKit.running,
+          });
+        }
+        const unfinished = await liveKit.finish(cut);
+        clearTimeout(timer);
+        if (unfinished.length > 0) {
+          log.warn(
+            "stopping with {count} transitions still running ({why}); they come back FAILED " +
+              "at the next start",
+            {
+              count: unfinished.length,
+              why: now?.aborted ? "second signal" : `shutdown timeout ${timeoutMs} ms`,
+              machines: unfinished.slice(0, LOGGED_IDS).join(","),
+            },
+          );
+        }
+        await server.shutdown(now?.aborted ? 0 : grace, now);
+        await liveKit.close();
         await liveBackend.close();
         await ops?.close();
         log.info("stopped");
+        return { unfinished };
       })();
       return stopping;
     },

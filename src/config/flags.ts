@@ -221,6 +221,13 @@ export const FLAG_TABLE = {
     arg: "DURATION",
     help: "period of the Proxmox to inventory refresh (0: off)",
   },
+  "shutdown-timeout": {
+    kind: "string",
+    default: "16m",
+    topic: BOOTSTRAP,
+    arg: "DURATION",
+    help: "on SIGTERM, how long running transitions may take to finish (0: stop at once)",
+  },
   "metrics-addr": {
     kind: "string",
     default: ":9090",

@@ -49,6 +49,10 @@ export async function loadConfig(argv: string[], env: LoadEnv = {}): Promise<Con
     "reconcile-interval",
     () => parseTimerDuration(f["reconcile-interval"]),
   );
+  const shutdownTimeoutMs = forFlag(
+    "shutdown-timeout",
+    () => parseTimerDuration(f["shutdown-timeout"]),
+  );
   const template = defaultTemplate(f["template-vmid"], f["template-name"]);
   const seedCount = forFlag("seed-count", () => {
     const n = parseInteger(f["seed-count"]);
@@ -107,6 +111,7 @@ export async function loadConfig(argv: string[], env: LoadEnv = {}): Promise<Con
     bootstrapPath,
     bootstrapExec,
     reconcileIntervalMs,
+    shutdownTimeoutMs,
     statePath: f.state,
     metricsAddr,
     reflection: f.reflection,

@@ -80,6 +80,8 @@ export interface Config {
   bootstrapPath: string;
   bootstrapExec: string[];
   reconcileIntervalMs: number;
+  /** How long a graceful stop waits for running transitions (docs/install.md#upgrades-and-restarts). */
+  shutdownTimeoutMs: number;
   /** Deno KV path; "" means in-memory only. */
   statePath: string;
   /** null when --metrics-addr is empty. */

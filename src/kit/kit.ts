@@ -109,10 +109,20 @@ export interface Kit {
   list(q: ListQuery): Promise<ListResult>;
   /** One pass of substrate refresh: never touches state, binding or last_error. */
   reconcile(signal: AbortSignal): Promise<ReconcileResult>;
+  /** Transitions whose backend work is still running. */
+  readonly running: number;
   /**
-   * Give running transitions up to `waitMs` to finish, then stop reacting to
-   * completions and flush the store. Anything still running comes back FAILED
-   * after a restart, as the contract requires.
+   * The first step of a graceful stop: from now on lifecycle calls (and
+   * reconcile passes) are refused with UNAVAILABLE before they change
+   * anything, while Get and List keep answering. Resolves once no transition
+   * runs, or when `signal` aborts; either way with the ids of the machines
+   * whose transition is still running.
+   */
+  finish(signal: AbortSignal): Promise<string[]>;
+  /**
+   * finish() for up to `waitMs`, then stop reacting to completions and flush
+   * the store. Anything still running comes back FAILED after a restart, as
+   * the contract requires.
    */
   close(waitMs?: number): Promise<void>;
 }
@@ -180,8 +190,10 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
   }
 
   let closed = false;
-  /** Background transitions still running; close() may wait for them. */
-  const inflight = new Set<Promise<void>>();
+  /** Set by finish(): lifecycle calls are refused from then on. */
+  let finishing = false;
+  /** Background transitions still running, by machine id; finish() waits for them. */
+  const inflight = new Map<Promise<void>, string>();
   let opCounter = 0;
   // Unique per process life: op ids never repeat across restarts.
   const bootId = Date.now().toString(36) + crypto.randomUUID().slice(0, 6);
@@ -207,6 +219,7 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
 
   /** A lifecycle call or reconcile pass: refused while the store is failing, answered once committed. */
   async function answer<T>(fn: () => T): Promise<T> {
+    refuseWhileFinishing();
     if (store.failure) {
       throw new KitError(
         Code.Unavailable,
@@ -222,6 +235,15 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
     }
     await committed();
     return result;
+  }
+
+  function refuseWhileFinishing(): void {
+    if (finishing) {
+      throw new KitError(
+        Code.Unavailable,
+        "the provider is shutting down; nothing was changed, retry against its next instance",
+      );
+    }
   }
 
   async function committed(): Promise<void> {
@@ -382,7 +404,7 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
       (patch) => complete(kind, entered.id, opId, patch, null),
       (err) => complete(kind, entered.id, opId, {}, err),
     ).finally(() => inflight.delete(settled));
-    inflight.add(settled);
+    inflight.set(settled, entered.id);
     return { operationId: opId, machine: entered };
   }
 
@@ -418,6 +440,21 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
     else fleet.put(next);
   }
 
+  // ---- stopping ------------------------------------------------------------
+
+  async function finish(signal: AbortSignal): Promise<string[]> {
+    finishing = true;
+    // Every transition accepted so far is in `inflight` (accept is synchronous).
+    while (inflight.size > 0 && !signal.aborted) {
+      const aborted = Promise.withResolvers<void>();
+      const onAbort = () => aborted.resolve();
+      signal.addEventListener("abort", onAbort, { once: true });
+      await Promise.race([Promise.allSettled([...inflight.keys()]), aborted.promise]);
+      signal.removeEventListener("abort", onAbort);
+    }
+    return [...inflight.values()];
+  }
+
   // ---- the kit -----------------------------------------------------------
 
   return {
@@ -442,6 +479,7 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
     list: (q) => read((view) => ({ machines: view.select(q), revision: view.revision })),
 
     async reconcile(signal) {
+      refuseWhileFinishing();
       const vms = await backend.describe(signal);
       let changed = 0;
       let orphans = 0;
@@ -467,19 +505,24 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
       return { changed, orphans };
     },
 
+    get running() {
+      return inflight.size;
+    },
+
+    finish,
+
     async close(waitMs = 0) {
       if (waitMs > 0 && inflight.size > 0) {
         log.info("waiting up to {ms} ms for {count} running transitions", {
           ms: waitMs,
           count: inflight.size,
         });
-        let timer: ReturnType<typeof setTimeout> | undefined;
-        await Promise.race([
-          Promise.allSettled([...inflight]),
-          new Promise((resolve) => timer = setTimeout(resolve, waitMs)),
-        ]);
+        const ac = new AbortController();
+        const timer = setTimeout(() => ac.abort(), waitMs);
+        await finish(ac.signal);
         clearTimeout(timer);
       }
+      finishing = true;
       closed = true;
       await store.durable().catch(() => {});
       await store.close();

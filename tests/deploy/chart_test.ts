@@ -153,6 +153,7 @@ Deno.test("chart: minimal values render a single-replica Recreate Deployment wit
     "--nodes=pve1,pve2,pve3",
     "--template-vmid=9000",
     "--state=/var/lib/bigfleet/state.kv",
+    "--shutdown-timeout=960s",
   ]);
   // Selector labels are what the Service routes on.
   assert.deepEqual(d.spec.selector.matchLabels, {
@@ -366,6 +367,7 @@ Deno.test("chart: full values set every knob", async () => {
     "--bootstrap-exec=/bin/bash,-eu",
     "--reconcile-interval=5m",
     "--reflection=false",
+    "--shutdown-timeout=960s",
     "--tls-cert=/etc/bigfleet/tls/tls.crt",
     "--tls-key=/etc/bigfleet/tls/tls.key",
   ]);
@@ -413,6 +415,24 @@ Deno.test("chart: full values set every knob", async () => {
   assert.equal(svc.metadata.annotations["prometheus.io/scrape"], "true");
 });
 
+Deno.test("chart: terminationGracePeriodSeconds follows shutdownTimeoutSeconds and stays above it", async () => {
+  const grace = (ms: Manifest[]) => podSpec(ms).terminationGracePeriodSeconds;
+  const byDefault = await render(MINIMAL);
+  assert.ok(args(byDefault).includes("--shutdown-timeout=960s"));
+  assert.equal(grace(byDefault), 990);
+  const shorter = await render([...MINIMAL, "--set", "shutdownTimeoutSeconds=120"]);
+  assert.ok(args(shorter).includes("--shutdown-timeout=120s"));
+  assert.equal(grace(shorter), 150);
+  const explicit = await render([...MINIMAL, "--set", "terminationGracePeriodSeconds=1200"]);
+  assert.equal(grace(explicit), 1200);
+  const loaded = await loadRendered(shorter);
+  assert.equal(loaded.shutdownTimeoutMs, 120_000);
+  await assert.rejects(
+    render([...MINIMAL, "--set", "terminationGracePeriodSeconds=60"]),
+    /terminationGracePeriodSeconds \(60\) must exceed shutdownTimeoutSeconds \(960\)/,
+  );
+});
+
 Deno.test("chart: mTLS values mount ca.crt and pass --tls-ca; a fingerprint alone is trust enough", async () => {
   const ms = await render(MTLS);
   assert.deepEqual(args(ms), [
@@ -430,6 +450,7 @@ Deno.test("chart: mTLS values mount ca.crt and pass --tls-ca; a fingerprint alon
     "--nodes=pve-a,pve-b",
     "--template-vmid=9000",
     "--state=/var/lib/bigfleet/state.kv",
+    "--shutdown-timeout=960s",
     "--tls-cert=/etc/bigfleet/tls/tls.crt",
     "--tls-key=/etc/bigfleet/tls/tls.key",
     "--tls-ca=/etc/bigfleet/tls/ca.crt",
@@ -460,6 +481,7 @@ Deno.test("chart: the fake backend renders without any Proxmox settings or crede
     "--provider=proxmox",
     "--use-fake-backend",
     "--state=/var/lib/bigfleet/state.kv",
+    "--shutdown-timeout=960s",
   ]);
   assert.equal(volume(ms, "proxmox-token"), undefined);
   assert.equal(volume(ms, "proxmox-ca"), undefined);
@@ -745,6 +767,7 @@ Deno.test("chart: structured bootstrap, pricing, reconcile and reflection values
     "--bootstrap-exec=/usr/bin/env,bash,-e",
     "--reconcile-interval=45s",
     "--reflection=false",
+    "--shutdown-timeout=960s",
   ]);
   const cfg = await loadRendered(ms);
   assert.equal(cfg.bootstrapPath, "/opt/bigfleet/join");

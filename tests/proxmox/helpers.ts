@@ -84,6 +84,7 @@ export function configFor(
     bootstrapPath: "/run/bigfleet-bootstrap",
     bootstrapExec: ["/bin/sh"],
     reconcileIntervalMs: 0,
+    shutdownTimeoutMs: 0,
     statePath: "",
     metricsAddr: null,
     reflection: false,
