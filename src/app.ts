@@ -106,6 +106,8 @@ export async function startApp(config: Config, opts: AppOptions = {}): Promise<A
     throw e;
   }
 
+  const counted = kit;
+  metrics.watchFailed(() => counted.countFailed());
   const stopReconcile = startReconcileLoop(kit, config.reconcileIntervalMs, metrics);
   server.markServing();
   readiness.ready = true;
@@ -202,12 +204,16 @@ async function createBackend(
   });
 }
 
-/** Periodic substrate refresh; returns a function that stops it. */
+/**
+ * Substrate refresh: one pass as soon as the provider serves (a crash may have
+ * left VMs the state does not show: docs/troubleshooting.md#machines-failed),
+ * then one per interval. Returns a function that stops it.
+ */
 function startReconcileLoop(kit: Kit, intervalMs: number, metrics: Metrics): () => void {
   if (intervalMs <= 0) return () => {};
   const ac = new AbortController();
   let running = false;
-  const timer = setInterval(async () => {
+  const pass = async () => {
     if (running) return;
     running = true;
     try {
@@ -215,7 +221,9 @@ function startReconcileLoop(kit: Kit, intervalMs: number, metrics: Metrics): () 
         AbortSignal.any([ac.signal, AbortSignal.timeout(intervalMs)]),
       );
       metrics.reconcile("ok");
-      if (res.changed + res.orphans > 0) log.info("reconcile updated inventory", { ...res });
+      if (res.changed + res.orphans + res.rejoined > 0) {
+        log.info("reconcile updated inventory", { ...res });
+      }
     } catch (e) {
       // A pass cut short by shutdown is not a failed reconcile.
       if (!ac.signal.aborted) {
@@ -225,7 +233,9 @@ function startReconcileLoop(kit: Kit, intervalMs: number, metrics: Metrics): () 
     } finally {
       running = false;
     }
-  }, intervalMs);
+  };
+  pass();
+  const timer = setInterval(pass, intervalMs);
   return () => {
     clearInterval(timer);
     ac.abort();

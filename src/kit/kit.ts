@@ -17,7 +17,7 @@ import { createFenceTable } from "./fence.ts";
 import type { Token } from "./fence.ts";
 import { createFleet } from "./fleet.ts";
 import type { FleetView, Selection } from "./fleet.ts";
-import { bootInventory, orphanId, orphanMachine } from "./inventory.ts";
+import { bootInventory, planReconcile } from "./inventory.ts";
 import { describeChange } from "./capacity.ts";
 import { EDGES, State, STATE_NAMES } from "./model.ts";
 import type { MachineRecord, OpKind, Pairs, Slot } from "./model.ts";
@@ -93,8 +93,12 @@ export interface ListResult {
 }
 
 export interface ReconcileResult {
+  /** Host refs updated: VMs that moved, and FAILED machines' VMs found. */
   changed: number;
+  /** Managed VMs no machine claimed, added as orphans. */
   orphans: number;
+  /** SPECULATIVE machines whose VM was found: IDLE again (a restored older state). */
+  rejoined: number;
 }
 
 export interface Kit {
@@ -107,10 +111,16 @@ export interface Kit {
   delete(c: Call): Promise<Ack>;
   get(id: string): Promise<MachineRecord>;
   list(q: ListQuery): Promise<ListResult>;
-  /** One pass of substrate refresh: never touches state, binding or last_error. */
+  /**
+   * One pass of substrate refresh: host refs follow the VMs, unknown VMs become
+   * orphans, a SPECULATIVE slot with a VM rejoins it IDLE; never touches a
+   * binding or last_error, never destroys anything.
+   */
   reconcile(signal: AbortSignal): Promise<ReconcileResult>;
   /** Transitions whose backend work is still running. */
   readonly running: number;
+  /** FAILED machines with a host ref (their VM was seen) and without. */
+  countFailed(): { withHost: number; withoutHost: number };
   /**
    * The first step of a graceful stop: from now on lifecycle calls (and
    * reconcile passes) are refused with UNAVAILABLE before they change
@@ -480,33 +490,46 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
 
     async reconcile(signal) {
       refuseWhileFinishing();
+      const since = fleet.revision;
       const vms = await backend.describe(signal);
-      let changed = 0;
-      let orphans = 0;
-      await answer(() => {
-        for (const vm of vms) {
-          const id = orphanId(provider, vm);
-          const m = fleet.get(id);
-          if (!m) {
-            // A host still being created may be a retried Create's of ours: wait.
-            if (vm.cloning || closed) continue;
-            fleet.put(orphanMachine(provider, vm));
-            orphans++;
-            continue;
-          }
-          // Follow a host that moved (its backend names it anew); nothing else is touched.
-          const stable = m.state === State.Idle || m.state === State.Configured;
-          if (stable && m.hostRef !== "" && m.hostRef !== vm.hostRef && !vm.cloning) {
-            fleet.put({ ...m, hostRef: vm.hostRef });
-            changed++;
-          }
+      return await answer(() => {
+        const plan = planReconcile(
+          provider,
+          vms,
+          (id) => fleet.get(id),
+          (id) => (fleet.modifiedAt(id) ?? 0) > since,
+        );
+        for (const m of plan.put) fleet.put(m);
+        for (const f of plan.failedHosts) {
+          log.warn(
+            "FAILED machine {id} still has its VM {hostRef} on the substrate; nothing was " +
+              "destroyed: recover it (bigfleet-proxmox machines recover)",
+            { ...f },
+          );
         }
+        for (const r of plan.rejoined) {
+          log.warn(
+            "SPECULATIVE machine {id} has a VM {hostRef} the state did not know (an older " +
+              "state restored?): it rejoins its slot IDLE",
+            { ...r },
+          );
+        }
+        return {
+          changed: plan.followed + plan.failedHosts.length,
+          orphans: plan.orphans,
+          rejoined: plan.rejoined.length,
+        };
       });
-      return { changed, orphans };
     },
 
     get running() {
       return inflight.size;
+    },
+
+    countFailed() {
+      const failed = fleet.select({ states: [State.Failed], maxResults: 0 });
+      const withHost = failed.filter((m) => m.hostRef !== "").length;
+      return { withHost, withoutHost: failed.length - withHost };
     },
 
     finish,

@@ -17,6 +17,12 @@ export const API_OPS = [
 ] as const;
 
 export type ApiOutcome = "ok" | "error";
+
+/** FAILED machines with a known VM (their host is shown) and without one. */
+export interface FailedCounts {
+  withHost: number;
+  withoutHost: number;
+}
 export type ReconcileOutcome = "ok" | "error";
 
 export interface Metrics {
@@ -28,6 +34,8 @@ export interface Metrics {
   /** A handler or a stray promise threw something unexpected. */
   panic(): void;
   reconcile(outcome: ReconcileOutcome): void;
+  /** Where the FAILED machines gauge reads its counts from at each scrape. */
+  watchFailed(read: () => FailedCounts): void;
   /** The exposition text and its content type, for /metrics. */
   scrape(): Promise<{ body: string; contentType: string }>;
 }
@@ -80,7 +88,23 @@ export function createMetrics(): Metrics {
     registers,
   });
 
+  let readFailed: (() => FailedCounts) | null = null;
+  const failed = new Gauge({
+    name: `${PREFIX}failed_machines`,
+    help: "FAILED machines by whether their VM is known (host=known: shown on the machine) " +
+      "or not; each needs an operator (docs/troubleshooting.md#machines-failed).",
+    labelNames: ["host"] as const,
+    registers,
+    collect() {
+      if (readFailed === null) return;
+      const c = readFailed();
+      failed.labels("known").set(c.withHost);
+      failed.labels("unknown").set(c.withoutHost);
+    },
+  });
+
   // Known series start at zero so rate() and absent() alerts work from boot.
+  for (const host of ["known", "unknown"]) failed.labels(host).set(0);
   for (const op of API_OPS) {
     for (const outcome of ["ok", "error"]) apiCalls.labels(op, outcome).inc(0);
     apiDuration.zero({ op });
@@ -110,6 +134,9 @@ export function createMetrics(): Metrics {
     },
     panic: () => panics.inc(),
     reconcile: (outcome) => reconciles.labels(outcome).inc(),
+    watchFailed(read) {
+      readFailed = read;
+    },
     async scrape() {
       return { body: await registry.metrics(), contentType: registry.contentType };
     },

@@ -8,42 +8,16 @@
 
 import assert from "node:assert/strict";
 import { Harness, MachineState } from "../harness/mod.ts";
-import { httpGet, startWithMetrics, waitFor } from "../server/helpers.ts";
+import { httpGet, waitFor } from "../server/helpers.ts";
 import type { OpsProvider } from "../server/helpers.ts";
-import { startSimulator } from "../pvesim/mod.ts";
-import type { Simulator } from "../pvesim/mod.ts";
-import { providerArgs } from "./helpers.ts";
+import { providerRig } from "./helpers.ts";
+import type { ProviderRig } from "./helpers.ts";
 
 /** Longer than the 15 s the provider used to wait for transitions before exiting. */
 const CLONE_MS = 18_000;
 
-interface Rig {
-  sim: Simulator;
-  state: string;
-  start(extra?: string[]): Promise<OpsProvider>;
-  [Symbol.asyncDispose](): Promise<void>;
-}
-
-async function rig(): Promise<Rig> {
-  const sim = await startSimulator({ nodes: ["pve1", "pve2"], timing: { cloneMs: CLONE_MS } });
-  const dir = await Deno.makeTempDir({ prefix: "bf-graceful-" });
-  const tokenFile = `${dir}/token`;
-  await Deno.writeTextFile(tokenFile, sim.tokenSecret);
-  const state = `${dir}/state.kv`;
-  return {
-    sim,
-    state,
-    start: (extra = []) =>
-      startWithMetrics([
-        ...providerArgs(sim, tokenFile).filter((a) => a !== "--metrics-addr="),
-        `--state=${state}`,
-        ...extra,
-      ], { real: true }),
-    async [Symbol.asyncDispose]() {
-      await sim.close();
-      await Deno.remove(dir, { recursive: true });
-    },
-  };
+function rig(): Promise<ProviderRig> {
+  return providerRig({ timing: { cloneMs: CLONE_MS } });
 }
 
 /**
@@ -52,7 +26,7 @@ async function rig(): Promise<Rig> {
  * process is gone.
  */
 async function duringCreate(
-  r: Rig,
+  r: ProviderRig,
   extra: string[],
   fn: (p: OpsProvider, h: Harness, id: string) => Promise<void>,
 ): Promise<string> {
@@ -75,7 +49,7 @@ async function duringCreate(
   }
 }
 
-async function servedAfterRestart(r: Rig, id: string) {
+async function servedAfterRestart(r: ProviderRig, id: string) {
   const again = await r.start();
   const h = new Harness(again.addr);
   try {

@@ -14,6 +14,7 @@ import {
   type Timing,
 } from "../../src/proxmox/mod.ts";
 import { type SimOptions, type Simulator, startSimulator } from "../pvesim/mod.ts";
+import { type OpsProvider, startWithMetrics } from "../server/helpers.ts";
 
 export const FAST: Partial<Timing> = {
   task: { initialMs: 10, maxMs: 40 },
@@ -233,4 +234,39 @@ export function providerArgs(
     "--metrics-addr=",
     ...(o.trust ?? [`--proxmox-ca-file=${sim.caFile}`]),
   ];
+}
+
+/** A simulator and provider processes on it sharing one --state, with metrics on. */
+export interface ProviderRig {
+  sim: Simulator;
+  dir: string;
+  state: string;
+  tokenFile: string;
+  /** A provider process (the real backend, /metrics on a free port) on the rig's state. */
+  start(extra?: string[]): Promise<OpsProvider>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+export async function providerRig(simOpts: SimOptions = {}): Promise<ProviderRig> {
+  const sim = await startSimulator({ nodes: ["pve1", "pve2"], ...simOpts });
+  const dir = await Deno.makeTempDir({ prefix: "bf-pve-rig-" });
+  const tokenFile = `${dir}/token`;
+  await Deno.writeTextFile(tokenFile, sim.tokenSecret);
+  const state = `${dir}/state.kv`;
+  return {
+    sim,
+    dir,
+    state,
+    tokenFile,
+    start: (extra = []) =>
+      startWithMetrics([
+        ...providerArgs(sim, tokenFile).filter((a) => a !== "--metrics-addr="),
+        `--state=${state}`,
+        ...extra,
+      ], { real: true }),
+    async [Symbol.asyncDispose]() {
+      await sim.close();
+      await Deno.remove(dir, { recursive: true });
+    },
+  };
 }
