@@ -12,6 +12,8 @@ import type { Kit, Timeouts } from "./kit/kit.ts";
 import { openKvStore } from "./kit/kv_store.ts";
 import { createMemoryStore } from "./kit/store.ts";
 import type { StateStore } from "./kit/store.ts";
+import { startAdminServer } from "./server/admin.ts";
+import type { AdminServer } from "./server/admin.ts";
 import { startGrpcServer } from "./server/grpc.ts";
 import type { GrpcServer } from "./server/grpc.ts";
 import { startOpsServer } from "./server/http.ts";
@@ -72,7 +74,8 @@ export async function startApp(config: Config, opts: AppOptions = {}): Promise<A
   let backend: Backend | undefined;
   let store: StateStore | undefined;
   let kit: Kit | undefined;
-  let server: GrpcServer;
+  let server: GrpcServer | undefined;
+  let admin: AdminServer | null = null;
   try {
     // First: a second provider on the same state is refused before it does anything.
     store = config.statePath ? await openKvStore(config.statePath) : createMemoryStore();
@@ -98,7 +101,19 @@ export async function startApp(config: Config, opts: AppOptions = {}): Promise<A
       reflection: config.reflection,
       observer: createRpcObserver(metrics),
     });
+    if (config.adminSocket !== null) {
+      const adminKit = kit;
+      admin = await startAdminServer({
+        path: config.adminSocket,
+        kit: adminKit,
+        metrics,
+        openStore: (path) => openKvStore(path),
+      }).catch((e) => {
+        throw new Error(`--admin-socket ${JSON.stringify(config.adminSocket)}: ${e.message}`);
+      });
+    }
   } catch (e) {
+    await server?.shutdown(0);
     // The kit closes its store; without a kit the store (and its lock) is closed here.
     await (kit ?? store)?.close().catch(() => {});
     await backend?.close().catch(() => {});
@@ -124,15 +139,17 @@ export async function startApp(config: Config, opts: AppOptions = {}): Promise<A
     ...(kit.capacityChange ? { capacity: kit.capacityChange } : {}),
     zones: config.zones.join(","),
     metrics_addr: config.metricsAddr?.raw ?? "",
+    admin_socket: admin?.path ?? "",
     metrics_port: ops?.port ?? null,
     state: config.statePath || "memory",
   });
 
   const liveKit = kit;
   const liveBackend = backend;
+  const liveServer = server;
   let stopping: Promise<StopResult> | null = null;
   return {
-    grpcPort: server.port,
+    grpcPort: liveServer.port,
     metricsPort: ops?.port ?? null,
     kit: liveKit,
     metrics,
@@ -141,6 +158,8 @@ export async function startApp(config: Config, opts: AppOptions = {}): Promise<A
         // Probes flip before anything stops, so balancers drain us first.
         readiness.ready = false;
         stopReconcile();
+        // No new admin requests; one under way (a recovery) is waited for like a transition.
+        const adminClosed = admin?.close();
         const timeoutMs = config.shutdownTimeoutMs;
         const grace = opts.shutdownGraceMs ?? SHUTDOWN_GRACE_MS;
         log.info(
@@ -156,7 +175,7 @@ export async function startApp(config: Config, opts: AppOptions = {}): Promise<A
         // wait for transitions; one still arriving after that is refused.
         const arrivals = new AbortController();
         const arrivalTimer = setTimeout(() => arrivals.abort(), grace);
-        await server.refuseLifecycle(AbortSignal.any([cut, arrivals.signal]));
+        await liveServer.refuseLifecycle(AbortSignal.any([cut, arrivals.signal]));
         clearTimeout(arrivalTimer);
         if (liveKit.running > 0 && !cut.aborted) {
           log.info("waiting up to {ms} ms for {count} running transitions", {
@@ -177,7 +196,8 @@ export async function startApp(config: Config, opts: AppOptions = {}): Promise<A
             },
           );
         }
-        await server.shutdown(now?.aborted ? 0 : grace, now);
+        await liveServer.shutdown(now?.aborted ? 0 : grace, now);
+        await adminClosed;
         await liveKit.close();
         await liveBackend.close();
         await ops?.close();

@@ -79,6 +79,14 @@ export const FLAG_TABLE = {
     arg: "PATH",
     help: "Deno KV file for durable state (empty: in memory, lost on restart)",
   },
+  "admin-socket": {
+    kind: "string",
+    default: "",
+    topic: CORE,
+    arg: "PATH",
+    none: "<--state>.admin; off without --state",
+    help: "unix socket (mode 0600) for machines recover and state backup; off disables it",
+  },
   "proxmox-api-url": {
     kind: "string",
     default: "",

@@ -84,6 +84,8 @@ export interface Config {
   shutdownTimeoutMs: number;
   /** Deno KV path; "" means in-memory only. */
   statePath: string;
+  /** The admin socket's path (docs/security.md#the-admin-socket); null: none. */
+  adminSocket: string | null;
   /** null when --metrics-addr is empty. */
   metricsAddr: ListenAddr | null;
   reflection: boolean;

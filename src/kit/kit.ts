@@ -10,7 +10,7 @@
 // "answers and durability" below says what happens when they cannot be.
 
 import { getLogger } from "@logtape/logtape";
-import type { Backend, HostedMachine } from "./backend.ts";
+import type { Backend, HostedMachine, HostInspection } from "./backend.ts";
 import { Code, KitError } from "./errors.ts";
 import { formatMs, withDeadline } from "./deadline.ts";
 import { createFenceTable } from "./fence.ts";
@@ -101,6 +101,33 @@ export interface ReconcileResult {
   rejoined: number;
 }
 
+/** What an operator asks of a FAILED machine (docs/troubleshooting.md#machines-failed). */
+export type RecoverAction = "destroy" | "adopt";
+
+export interface RecoverCall {
+  machineId: string;
+  action: RecoverAction;
+  /** false: only say what would be done. */
+  apply: boolean;
+}
+
+export interface RecoverResult {
+  /** What was done, or would be done. */
+  plan: string;
+  /** The machine's host as the backend found it; null when it has none. */
+  host: HostInspection | null;
+  before: MachineRecord;
+  /** The machine afterwards; null when not applied, or when it left the inventory (no slot). */
+  after: MachineRecord | null;
+  applied: boolean;
+}
+
+export interface BackupResult {
+  machines: number;
+  fences: number;
+  revision: number;
+}
+
 export interface Kit {
   readonly size: number;
   /** What a changed set of slots did at boot (`+N slots, -M retired, K pending`); null for a new fleet. */
@@ -117,7 +144,21 @@ export interface Kit {
    * binding or last_error, never destroys anything.
    */
   reconcile(signal: AbortSignal): Promise<ReconcileResult>;
-  /** Transitions whose backend work is still running. */
+  /**
+   * An operator's intervention on a FAILED machine, never reached by BigFleet:
+   * `destroy` stops and destroys its VM (if any) and returns the slot to
+   * SPECULATIVE; `adopt` makes a FAILED Create whose VM is usable IDLE on it.
+   * Refused (FAILED_PRECONDITION) for a machine that is not FAILED or a host
+   * that does not qualify; the change bumps the revision like any other.
+   */
+  recover(call: RecoverCall): Promise<RecoverResult>;
+  /**
+   * Write the whole state as it is at one instant (machines, fence marks,
+   * revision) into `target`, a store that has never been written: a
+   * consistent online copy that loads like the live state file.
+   */
+  backup(target: StateStore): Promise<BackupResult>;
+  /** Transitions (and recoveries) whose backend work is still running. */
   readonly running: number;
   /** FAILED machines with a host ref (their VM was seen) and without. */
   countFailed(): { withHost: number; withoutHost: number };
@@ -145,6 +186,8 @@ export const DEFAULT_TIMEOUTS: Timeouts = {
 };
 
 const MAX_ID_BYTES = 512;
+/** Bound of an adoption's inspection (a destroy has the Delete timeout). */
+const ADOPT_MS = 2 * 60_000;
 /** Machines of a new fleet handed to the store per commit wait. */
 const FIRST_WRITE_CHUNK = 1_000;
 const MAX_ERROR_CHARS = 4096;
@@ -450,6 +493,142 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
     else fleet.put(next);
   }
 
+  // ---- an operator's recovery of a FAILED machine ---------------------------
+
+  /** Machines with a recovery under way: one at a time each. */
+  const recovering = new Set<string>();
+
+  async function recover(call: RecoverCall): Promise<RecoverResult> {
+    refuseWhileFinishing();
+    if (store.failure) {
+      throw new KitError(
+        Code.Unavailable,
+        `state store cannot commit (${store.failure}); retry later`,
+      );
+    }
+    const { machineId: id, action } = call;
+    checkId(id, "machine_id");
+    const before = fleet.get(id);
+    if (!before) throw new KitError(Code.NotFound, `machine ${id} not found`);
+    if (before.state !== State.Failed) {
+      throw refused(
+        `machine ${id} is ${STATE_NAMES[before.state]}, not FAILED: nothing to recover`,
+      );
+    }
+    if (action === "adopt" && !before.lastError.startsWith("create ")) {
+      throw refused(
+        `only a FAILED Create can be adopted; ${id} failed with "${before.lastError}": ` +
+          "use --destroy",
+      );
+    }
+    if (recovering.has(id)) {
+      throw new KitError(Code.Unavailable, `a recovery of ${id} is already running`);
+    }
+    recovering.add(id);
+    const ms = action === "destroy" ? timeouts.delete : ADOPT_MS;
+    const work = withDeadline(
+      ms,
+      `recover --${action} of ${id} timed out after ${formatMs(ms)}`,
+      (signal) => recoverWork(before, call, signal),
+    ).finally(() => {
+      recovering.delete(id);
+      inflight.delete(settled);
+    });
+    // A graceful stop waits for it like for a transition.
+    const settled = work.then(() => {}, () => {});
+    inflight.set(settled, id);
+    return await work;
+  }
+
+  async function recoverWork(
+    before: MachineRecord,
+    call: RecoverCall,
+    signal: AbortSignal,
+  ): Promise<RecoverResult> {
+    const { machineId: id, action } = call;
+    const host = await backend.inspect({
+      machineId: id,
+      hostRef: before.hostRef,
+      instanceType: before.instanceType,
+      zone: before.zone,
+    }, signal);
+    let plan: string;
+    if (action === "adopt") {
+      if (host === null) throw refused(`cannot adopt ${id}: no VM carries its marker`);
+      if (host.problems.length > 0) {
+        throw refused(`cannot adopt ${id} (${host.summary}): ${host.problems.join("; ")}`);
+      }
+      plan = `adopt ${host.summary} as ${id}, IDLE`;
+    } else {
+      const rest = before.orphan
+        ? `remove ${id} from the inventory (it has no slot)`
+        : `return ${id} to SPECULATIVE`;
+      plan = host === null
+        ? `no VM carries its marker (nothing to destroy); ${rest}`
+        : `stop and destroy ${host.summary}; ${rest}`;
+    }
+    if (!call.apply) return { plan, host, before, after: null, applied: false };
+    if (action === "destroy") {
+      const target = host?.hostRef ?? before.hostRef;
+      if (target !== "") await backend.delete({ machineId: id, hostRef: target }, signal);
+    }
+    // Nothing but reconcile (its host ref) touches a FAILED machine meanwhile.
+    const now = fleet.get(id);
+    if (!now || now.state !== State.Failed) {
+      throw new KitError(Code.Internal, `machine ${id} changed during its recovery; look again`);
+    }
+    let after: MachineRecord | null;
+    if (action === "adopt") {
+      after = { ...unbound(now), state: State.Idle, hostRef: host!.hostRef, lastError: "" };
+      fleet.put(after);
+    } else if (now.orphan) {
+      after = null;
+      fleet.remove(id);
+    } else {
+      after = { ...unbound(now), state: State.Speculative, hostRef: "", lastError: "" };
+      fleet.put(after);
+    }
+    log.info("recover {id}: {action} by an operator: {plan}", {
+      audit: true,
+      id,
+      action,
+      plan,
+      was: before.lastError,
+      hostRef: host?.hostRef ?? before.hostRef,
+      to: after ? STATE_NAMES[after.state] : "removed",
+    });
+    await committed();
+    return { plan, host, before, after, applied: true };
+  }
+
+  function refused(message: string): KitError {
+    return new KitError(Code.FailedPrecondition, message);
+  }
+
+  // ---- an online copy of the state -----------------------------------------
+
+  async function backup(target: StateStore): Promise<BackupResult> {
+    if ((await target.load()) !== null) throw new Error("the backup target already holds a state");
+    // One synchronous step: everything as it is at this instant.
+    const machines = fleet.select({ states: [], maxResults: 0 });
+    const marks = fences.entries();
+    const revision = fleet.revision;
+    // Handed over a chunk at a time, each durable before the next, like a new fleet.
+    const seal = target.openFirstWrite?.();
+    for (let i = 0; i < machines.length; i += FIRST_WRITE_CHUNK) {
+      for (const m of machines.slice(i, i + FIRST_WRITE_CHUNK)) target.putMachine(m);
+      await target.durable();
+    }
+    for (let i = 0; i < marks.length; i += FIRST_WRITE_CHUNK) {
+      for (const f of marks.slice(i, i + FIRST_WRITE_CHUNK)) target.putFence(f);
+      await target.durable();
+    }
+    target.putRevision(revision);
+    seal?.();
+    await target.durable();
+    return { machines: machines.length, fences: marks.length, revision };
+  }
+
   // ---- stopping ------------------------------------------------------------
 
   async function finish(signal: AbortSignal): Promise<string[]> {
@@ -531,6 +710,9 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
       const withHost = failed.filter((m) => m.hostRef !== "").length;
       return { withHost, withoutHost: failed.length - withHost };
     },
+
+    recover,
+    backup,
 
     finish,
 

@@ -11,6 +11,7 @@ export type ApiOp =
   | "CloneVM"
   | "DeleteVM"
   | "DescribeManaged"
+  | "InspectVM"
   | "EnsureRunning"
   | "Configure"
   | "Drain";

@@ -11,6 +11,7 @@ export const API_OPS = [
   "CloneVM",
   "DeleteVM",
   "DescribeManaged",
+  "InspectVM",
   "EnsureRunning",
   "Configure",
   "Drain",
@@ -34,6 +35,8 @@ export interface Metrics {
   /** A handler or a stray promise threw something unexpected. */
   panic(): void;
   reconcile(outcome: ReconcileOutcome): void;
+  /** An operator's `machines recover` that was applied (not a dry run) ended. */
+  recovery(action: "destroy" | "adopt", outcome: "ok" | "refused" | "error"): void;
   /** Where the FAILED machines gauge reads its counts from at each scrape. */
   watchFailed(read: () => FailedCounts): void;
   /** The exposition text and its content type, for /metrics. */
@@ -88,6 +91,16 @@ export function createMetrics(): Metrics {
     registers,
   });
 
+  const recoveries = new Counter({
+    name: `${PREFIX}recoveries_total`,
+    help: "Operator recoveries of FAILED machines (machines recover --yes) by action and outcome.",
+    labelNames: ["action", "outcome"] as const,
+    registers,
+  });
+  for (const action of ["destroy", "adopt"]) {
+    for (const outcome of ["ok", "refused", "error"]) recoveries.labels(action, outcome).inc(0);
+  }
+
   let readFailed: (() => FailedCounts) | null = null;
   const failed = new Gauge({
     name: `${PREFIX}failed_machines`,
@@ -134,6 +147,7 @@ export function createMetrics(): Metrics {
     },
     panic: () => panics.inc(),
     reconcile: (outcome) => reconciles.labels(outcome).inc(),
+    recovery: (action, outcome) => recoveries.labels(action, outcome).inc(),
     watchFailed(read) {
       readFailed = read;
     },

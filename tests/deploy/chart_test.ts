@@ -395,7 +395,12 @@ Deno.test("chart: full values set every knob", async () => {
   assert.equal(tmpl.metadata.labels.team, "platform");
   assert.equal(pod.serviceAccountName, "bigfleet-proxmox-dc3");
   assert.equal(one(ms, "ServiceAccount").metadata.name, "bigfleet-proxmox-dc3");
-  assert.deepEqual(c.env, [{ name: "TMPDIR", value: "/tmp" }, { name: "TZ", value: "UTC" }]);
+  assert.deepEqual(c.env, [
+    { name: "TMPDIR", value: "/tmp" },
+    // The admin socket beside the state file, for kubectl exec (docs/security.md#the-admin-socket).
+    { name: "BIGFLEET_ADMIN_SOCKET", value: "/var/lib/bigfleet/state.kv.admin" },
+    { name: "TZ", value: "UTC" },
+  ]);
   // A custom Secret key still lands at the fixed path the flag names.
   assert.deepEqual(volume(ms, "proxmox-token")?.secret.items, [{ key: "secret", path: "token" }]);
   assert.deepEqual(volume(ms, "proxmox-ca")?.secret.items, [
@@ -829,7 +834,11 @@ Deno.test("chart: helm test Pod runs preflight with the Deployment's flags and f
     assert.equal(test.container.imagePullPolicy, serving.container.imagePullPolicy);
     assert.deepEqual(test.container.securityContext, serving.container.securityContext);
     assert.deepEqual(test.spec.securityContext, serving.spec.securityContext);
-    assert.deepEqual(test.container.env, serving.container.env);
+    // Less the admin socket's address: it lives beside the state, which only the serving pod has.
+    assert.deepEqual(
+      test.container.env,
+      serving.container.env.filter((e: Manifest) => e.name !== "BIGFLEET_ADMIN_SOCKET"),
+    );
     assert.equal(test.spec.serviceAccountName, serving.spec.serviceAccountName);
     assert.equal(test.spec.automountServiceAccountToken, false);
 

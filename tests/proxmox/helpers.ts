@@ -87,6 +87,7 @@ export function configFor(
     reconcileIntervalMs: 0,
     shutdownTimeoutMs: 0,
     statePath: "",
+    adminSocket: null,
     metricsAddr: null,
     reflection: false,
     tls: null,
