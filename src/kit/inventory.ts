@@ -78,8 +78,8 @@ export interface BootInventory {
  * Where the fleet comes from at boot. A non-empty store is authoritative:
  * nothing is re-seeded, transitions cut short by the restart become FAILED,
  * a changed set of slots is applied by the rules in capacity.ts, and the
- * revision moves one past the saved one so every pre-restart cursor returns
- * the full fleet. An empty store gets the slots (and any hosts the substrate
+ * revision moves past the saved one (and the clock) so every pre-restart
+ * cursor returns the full fleet. An empty store gets the slots (and any hosts the substrate
  * already holds), starting from the clock so cursors from an earlier,
  * forgotten life are older.
  */
@@ -116,7 +116,10 @@ export async function bootInventory(
       interrupted,
       capacity,
       fences: saved.fences,
-      rev: saved.rev + 1,
+      // Never below the clock, where a new fleet's revisions start: a state restored
+      // from an older copy is behind the cursors its shards got since, which must
+      // still read as older and return the whole fleet (docs/install.md#backup-and-restore).
+      rev: Math.max(saved.rev, Date.now()) + 1,
       restored: true,
     };
   }
