@@ -46,6 +46,8 @@ export interface ProxmoxConfig {
   tokenId: string;
   /** Secret. Never log it. */
   tokenSecret: string;
+  /** --proxmox-token-file, re-read when it changes (docs/credentials.md#rotating-the-token); null when inline. */
+  tokenFile: string | null;
   /** PEM text of the CA bundle, when --proxmox-ca-file was given. */
   caPem: string | null;
   /** Upper-case colon-separated SHA-256 (AB:CD:...), when --proxmox-tls-fingerprint was given. */

@@ -65,6 +65,7 @@ export function configFor(
     apiUrl: sim.url,
     tokenId: sim.tokenId,
     tokenSecret: sim.tokenSecret,
+    tokenFile: null,
     caPem: sim.caPem,
     fingerprint: null,
     pool: "bigfleet",
