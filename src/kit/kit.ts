@@ -572,6 +572,9 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
       const target = host?.hostRef ?? before.hostRef;
       if (target !== "") await backend.delete({ machineId: id, hostRef: target }, signal);
     }
+    if (closed) {
+      throw new KitError(Code.Unavailable, `the provider stopped during the recovery of ${id}`);
+    }
     // Nothing but reconcile (its host ref) touches a FAILED machine meanwhile.
     const now = fleet.get(id);
     if (!now || now.state !== State.Failed) {
