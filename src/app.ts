@@ -12,6 +12,8 @@ import type { Kit, Timeouts } from "./kit/kit.ts";
 import { openKvStore } from "./kit/kv_store.ts";
 import { createMemoryStore } from "./kit/store.ts";
 import type { StateStore } from "./kit/store.ts";
+import { startAdminServer } from "./server/admin.ts";
+import type { AdminServer } from "./server/admin.ts";
 import { startGrpcServer } from "./server/grpc.ts";
 import type { GrpcServer } from "./server/grpc.ts";
 import { startOpsServer } from "./server/http.ts";
@@ -31,10 +33,8 @@ export interface AppOptions {
   metrics?: Metrics;
   /** Wraps the kit the server calls (tests inject throwing or slow kits). */
   wrapKit?: (kit: Kit) => Kit;
-  /** How long stop() lets in-flight RPCs run before cutting them. */
+  /** How long stop() lets in-flight Get and List calls run before cutting them. */
   shutdownGraceMs?: number;
-  /** How long stop() lets running transitions finish before closing the kit. */
-  transitionGraceMs?: number;
 }
 
 export interface App {
@@ -43,14 +43,25 @@ export interface App {
   readonly metricsPort: number | null;
   readonly kit: Kit;
   readonly metrics: Metrics;
-  /** Graceful stop: /readyz 503 and health NOT_SERVING, in-flight RPCs finish, state flushed. */
-  stop(): Promise<void>;
+  /**
+   * Graceful stop (docs/install.md#upgrades-and-restarts): /readyz 503 and
+   * health NOT_SERVING, new lifecycle calls refused with UNAVAILABLE while Get
+   * and List still answer, running transitions finish within the config's
+   * shutdown timeout, then the state is flushed. `now` aborting (a second
+   * signal) cuts every wait short. Resolves with what was still running.
+   */
+  stop(now?: AbortSignal): Promise<StopResult>;
+}
+
+export interface StopResult {
+  /** Machines whose transition was still running when the stop gave up on it. */
+  unfinished: string[];
 }
 
 const log = getLogger(["bigfleet"]);
 const SHUTDOWN_GRACE_MS = 10_000;
-/** How long a graceful stop lets running transitions finish (Kubernetes gives 30 s by default). */
-const TRANSITION_GRACE_MS = 15_000;
+/** Machine ids named in the log line of a stop that gave up on running transitions. */
+const LOGGED_IDS = 20;
 
 export async function startApp(config: Config, opts: AppOptions = {}): Promise<App> {
   const metrics = opts.metrics ?? createMetrics();
@@ -63,7 +74,8 @@ export async function startApp(config: Config, opts: AppOptions = {}): Promise<A
   let backend: Backend | undefined;
   let store: StateStore | undefined;
   let kit: Kit | undefined;
-  let server: GrpcServer;
+  let server: GrpcServer | undefined;
+  let admin: AdminServer | null = null;
   try {
     // First: a second provider on the same state is refused before it does anything.
     store = config.statePath ? await openKvStore(config.statePath) : createMemoryStore();
@@ -89,7 +101,19 @@ export async function startApp(config: Config, opts: AppOptions = {}): Promise<A
       reflection: config.reflection,
       observer: createRpcObserver(metrics),
     });
+    if (config.adminSocket !== null) {
+      const adminKit = kit;
+      admin = await startAdminServer({
+        path: config.adminSocket,
+        kit: adminKit,
+        metrics,
+        openStore: (path) => openKvStore(path),
+      }).catch((e) => {
+        throw new Error(`--admin-socket ${JSON.stringify(config.adminSocket)}: ${e.message}`);
+      });
+    }
   } catch (e) {
+    await server?.shutdown(0);
     // The kit closes its store; without a kit the store (and its lock) is closed here.
     await (kit ?? store)?.close().catch(() => {});
     await backend?.close().catch(() => {});
@@ -97,6 +121,8 @@ export async function startApp(config: Config, opts: AppOptions = {}): Promise<A
     throw e;
   }
 
+  const counted = kit;
+  metrics.watchFailed(() => counted.countFailed());
   const stopReconcile = startReconcileLoop(kit, config.reconcileIntervalMs, metrics);
   server.markServing();
   readiness.ready = true;
@@ -113,29 +139,70 @@ export async function startApp(config: Config, opts: AppOptions = {}): Promise<A
     ...(kit.capacityChange ? { capacity: kit.capacityChange } : {}),
     zones: config.zones.join(","),
     metrics_addr: config.metricsAddr?.raw ?? "",
+    admin_socket: admin?.path ?? "",
     metrics_port: ops?.port ?? null,
     state: config.statePath || "memory",
   });
 
   const liveKit = kit;
   const liveBackend = backend;
-  let stopping: Promise<void> | null = null;
+  const liveServer = server;
+  let stopping: Promise<StopResult> | null = null;
   return {
-    grpcPort: server.port,
+    grpcPort: liveServer.port,
     metricsPort: ops?.port ?? null,
     kit: liveKit,
     metrics,
-    stop() {
+    stop(now) {
       stopping ??= (async () => {
         // Probes flip before anything stops, so balancers drain us first.
         readiness.ready = false;
-        log.info("shutting down: not ready, finishing in-flight calls");
         stopReconcile();
-        await server.shutdown(opts.shutdownGraceMs ?? SHUTDOWN_GRACE_MS);
-        await liveKit.close(opts.transitionGraceMs ?? TRANSITION_GRACE_MS);
+        // No new admin requests; one under way (a recovery) is waited for like a transition.
+        const adminClosed = admin?.close();
+        const timeoutMs = config.shutdownTimeoutMs;
+        const grace = opts.shutdownGraceMs ?? SHUTDOWN_GRACE_MS;
+        log.info(
+          "shutting down: not ready, new lifecycle calls refused (UNAVAILABLE), Get and List " +
+            "still answered",
+          { running: liveKit.running, shutdown_timeout_ms: timeoutMs },
+        );
+        const timeout = new AbortController();
+        const timer = setTimeout(() => timeout.abort(), timeoutMs);
+        const cut = now ? AbortSignal.any([now, timeout.signal]) : timeout.signal;
+        // Lifecycle calls already on the wire are not new: they get up to the
+        // RPC grace to be answered (and to start their transitions) before the
+        // wait for transitions; one still arriving after that is refused.
+        const arrivals = new AbortController();
+        const arrivalTimer = setTimeout(() => arrivals.abort(), grace);
+        await liveServer.refuseLifecycle(AbortSignal.any([cut, arrivals.signal]));
+        clearTimeout(arrivalTimer);
+        if (liveKit.running > 0 && !cut.aborted) {
+          log.info("waiting up to {ms} ms for {count} running transitions", {
+            ms: timeoutMs,
+            count: liveKit.running,
+          });
+        }
+        const unfinished = await liveKit.finish(cut);
+        clearTimeout(timer);
+        if (unfinished.length > 0) {
+          log.warn(
+            "stopping with {count} transitions still running ({why}); they come back FAILED " +
+              "at the next start",
+            {
+              count: unfinished.length,
+              why: now?.aborted ? "second signal" : `shutdown timeout ${timeoutMs} ms`,
+              machines: unfinished.slice(0, LOGGED_IDS).join(","),
+            },
+          );
+        }
+        await liveServer.shutdown(now?.aborted ? 0 : grace, now);
+        await adminClosed;
+        await liveKit.close();
         await liveBackend.close();
         await ops?.close();
         log.info("stopped");
+        return { unfinished };
       })();
       return stopping;
     },
@@ -158,12 +225,16 @@ async function createBackend(
   });
 }
 
-/** Periodic substrate refresh; returns a function that stops it. */
+/**
+ * Substrate refresh: one pass as soon as the provider serves (a crash may have
+ * left VMs the state does not show: docs/troubleshooting.md#machines-failed),
+ * then one per interval. Returns a function that stops it.
+ */
 function startReconcileLoop(kit: Kit, intervalMs: number, metrics: Metrics): () => void {
   if (intervalMs <= 0) return () => {};
   const ac = new AbortController();
   let running = false;
-  const timer = setInterval(async () => {
+  const pass = async () => {
     if (running) return;
     running = true;
     try {
@@ -171,7 +242,9 @@ function startReconcileLoop(kit: Kit, intervalMs: number, metrics: Metrics): () 
         AbortSignal.any([ac.signal, AbortSignal.timeout(intervalMs)]),
       );
       metrics.reconcile("ok");
-      if (res.changed + res.orphans > 0) log.info("reconcile updated inventory", { ...res });
+      if (res.changed + res.orphans + res.rejoined > 0) {
+        log.info("reconcile updated inventory", { ...res });
+      }
     } catch (e) {
       // A pass cut short by shutdown is not a failed reconcile.
       if (!ac.signal.aborted) {
@@ -181,7 +254,9 @@ function startReconcileLoop(kit: Kit, intervalMs: number, metrics: Metrics): () 
     } finally {
       running = false;
     }
-  }, intervalMs);
+  };
+  pass();
+  const timer = setInterval(pass, intervalMs);
   return () => {
     clearInterval(timer);
     ac.abort();

@@ -19,7 +19,13 @@
 #                                                       SDN.Use to exactly those VLANs
 #   --role-prefix PREFIX  BIGFLEET_ROLE_PREFIX BigFleet
 #   --no-audit-all-vms    BIGFLEET_AUDIT_ALL_VMS=0
-#   --rotate              BIGFLEET_ROTATE=1    replace the token (prints a new secret)
+#   --rotate              BIGFLEET_ROTATE=1    replace the token (prints a new secret); the
+#                                              old secret stops working at once
+#   --rotate --keep-old   BIGFLEET_KEEP_OLD=1  add a new token <name>-r<UTC time> beside the
+#                                              old one, with the same ACLs; prints the token
+#                                              file content ID=SECRET (no downtime)
+#   --remove-old          BIGFLEET_REMOVE_OLD=1  remove every token of the family but the
+#                                              newest, once the provider uses it
 #   --dry-run             BIGFLEET_DRY_RUN=1   print the changes, make none
 #   --pve-major N         PVE_MAJOR            skip version detection (8 or 9)
 #   (PVE_NODE_DIR, default /etc/pve/local: where this node's API certificate is)
@@ -50,6 +56,8 @@ BIGFLEET_VLAN_TAGS="${BIGFLEET_VLAN_TAGS:-}"
 BIGFLEET_ROLE_PREFIX="${BIGFLEET_ROLE_PREFIX:-BigFleet}"
 BIGFLEET_AUDIT_ALL_VMS="${BIGFLEET_AUDIT_ALL_VMS:-1}"
 BIGFLEET_ROTATE="${BIGFLEET_ROTATE:-0}"
+BIGFLEET_KEEP_OLD="${BIGFLEET_KEEP_OLD:-0}"
+BIGFLEET_REMOVE_OLD="${BIGFLEET_REMOVE_OLD:-0}"
 BIGFLEET_DRY_RUN="${BIGFLEET_DRY_RUN:-0}"
 PVE_MAJOR="${PVE_MAJOR:-}"
 
@@ -92,6 +100,8 @@ while [ "$#" -gt 0 ]; do
 	--role-prefix=*) BIGFLEET_ROLE_PREFIX="${1#*=}"; shift ;;
 	--no-audit-all-vms) BIGFLEET_AUDIT_ALL_VMS=0; shift ;;
 	--rotate) BIGFLEET_ROTATE=1; shift ;;
+	--keep-old) BIGFLEET_KEEP_OLD=1; shift ;;
+	--remove-old) BIGFLEET_REMOVE_OLD=1; shift ;;
 	--dry-run) BIGFLEET_DRY_RUN=1; shift ;;
 	--pve-major) need_arg "$@"; PVE_MAJOR="$2"; shift 2 ;;
 	--pve-major=*) PVE_MAJOR="${1#*=}"; shift ;;
@@ -127,6 +137,12 @@ for tag in $(printf '%s' "${BIGFLEET_VLAN_TAGS}" | tr ',' ' '); do
 		die "--vlan-tags: '${tag}' is not a VLAN id (1..4094)"
 	fi
 done
+if [ "${BIGFLEET_KEEP_OLD}" = "1" ] && [ "${BIGFLEET_ROTATE}" != "1" ]; then
+	die "--keep-old goes with --rotate (a new token beside the old one)"
+fi
+if [ "${BIGFLEET_REMOVE_OLD}" = "1" ] && [ "${BIGFLEET_ROTATE}" = "1" ]; then
+	die "--remove-old is a step of its own: run it after the provider uses the new token"
+fi
 case "${PVE_MAJOR}" in
 '' | [0-9] | [0-9][0-9]) ;;
 *) die "--pve-major must be a number, got '${PVE_MAJOR}'" ;;
@@ -234,36 +250,67 @@ fi
 
 # ---- token ------------------------------------------------------------------------
 
-TOKEN_SECRET=""
-token_exists() {
+# A rotation that keeps the old token adds <name>-r<UTC time> beside it (Proxmox
+# gives a token id one secret, so a new secret needs a new id). The family is
+# <name> and its -r<time> tokens; the newest is the one in use, and the rest
+# are removed by --remove-old. Removing a token also drops its ACLs.
+TOKEN_NAME_RE="$(printf '%s' "${BIGFLEET_TOKEN_NAME}" | sed 's/[.]/[.]/g')"
+family_tokens() {
 	pveum user token list "${BIGFLEET_USER}" --output-format json 2>/dev/null |
-		json_has tokenid "${BIGFLEET_TOKEN_NAME}"
+		grep -o '"tokenid"[[:space:]]*:[[:space:]]*"[^"]*"' |
+		sed 's/.*"\([^"]*\)"$/\1/' |
+		grep -E "^${TOKEN_NAME_RE}(-r[0-9]{14})?\$" | LC_ALL=C sort || true
 }
+FAMILY="$(family_tokens)"
+CURRENT="$(printf '%s\n' "${FAMILY}" | sed '/^$/d' | tail -n 1)"
+if [ -n "${CURRENT}" ]; then
+	TOKEN_ID="${BIGFLEET_USER}!${CURRENT}"
+fi
+
+TOKEN_SECRET=""
 create_token() {
+	# $1 = token name
 	if [ "${BIGFLEET_DRY_RUN}" = "1" ]; then
-		run pveum user token add "${BIGFLEET_USER}" "${BIGFLEET_TOKEN_NAME}" --privsep 1
+		run pveum user token add "${BIGFLEET_USER}" "$1" --privsep 1
 		TOKEN_SECRET="(dry run: no token created)"
 		return 0
 	fi
 	# --privsep 1: the token gets only the ACLs granted to it below, never all
 	# of the user's rights.
-	out="$(pveum user token add "${BIGFLEET_USER}" "${BIGFLEET_TOKEN_NAME}" \
+	out="$(pveum user token add "${BIGFLEET_USER}" "$1" \
 		--privsep 1 --comment "BigFleet CapacityProvider" --output-format json)"
 	TOKEN_SECRET="$(printf '%s' "${out}" | sed -n 's/.*"value"[[:space:]]*:[[:space:]]*"\([^"]*\)".*/\1/p')"
 	[ -n "${TOKEN_SECRET}" ] || die "token created but no secret in pveum's answer"
 }
 
-if token_exists; then
+if [ "${BIGFLEET_REMOVE_OLD}" = "1" ]; then
+	[ -n "${CURRENT}" ] || die "no token ${BIGFLEET_USER}!${BIGFLEET_TOKEN_NAME}[-r<time>] to keep"
+	for name in ${FAMILY}; do
+		[ "${name}" = "${CURRENT}" ] && continue
+		info "token ${BIGFLEET_USER}!${name}: removing (the newest, ${TOKEN_ID}, stays)"
+		run pveum user token remove "${BIGFLEET_USER}" "${name}"
+	done
+	[ "$(printf '%s\n' "${FAMILY}" | sed '/^$/d' | wc -l)" -gt 1 ] ||
+		info "token ${TOKEN_ID}: the only one; nothing to remove"
+elif [ -n "${CURRENT}" ] && [ "${BIGFLEET_KEEP_OLD}" = "1" ]; then
+	NEW_NAME="${BIGFLEET_TOKEN_NAME}-r$(date -u +%Y%m%d%H%M%S)"
+	info "token ${TOKEN_ID}: kept; adding ${BIGFLEET_USER}!${NEW_NAME} beside it"
+	TOKEN_ID="${BIGFLEET_USER}!${NEW_NAME}"
+	create_token "${NEW_NAME}"
+	# The provider reads the id with the secret from its token file.
+	TOKEN_SECRET="${TOKEN_ID}=${TOKEN_SECRET}"
+	info "token file content is now ID=SECRET; once the provider logs 'now using token ${TOKEN_ID}', run --remove-old"
+elif [ -n "${CURRENT}" ]; then
 	if [ "${BIGFLEET_ROTATE}" = "1" ]; then
-		info "token ${TOKEN_ID}: rotating (the old secret stops working now)"
-		run pveum user token remove "${BIGFLEET_USER}" "${BIGFLEET_TOKEN_NAME}"
-		create_token
+		info "token ${TOKEN_ID}: rotating (the old secret stops working now; --keep-old avoids that)"
+		run pveum user token remove "${BIGFLEET_USER}" "${CURRENT}"
+		create_token "${CURRENT}"
 	else
 		info "token ${TOKEN_ID}: exists; keeping its secret (use --rotate for a new one)"
 	fi
 else
 	info "token ${TOKEN_ID}: creating"
-	create_token
+	create_token "${BIGFLEET_TOKEN_NAME}"
 fi
 
 # ---- ACLs ----------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import { helpText } from "./help.ts";
 import { machines } from "./machines.ts";
 import { preflight } from "./preflight.ts";
 import { serve } from "./serve.ts";
+import { stateCommand } from "./state_cmd.ts";
 import { version } from "./version_cmd.ts";
 
 const helpCommand: Command = {
@@ -17,7 +18,14 @@ const helpCommand: Command = {
   usage: "help [command [subcommand]]",
 };
 
-export const COMMANDS: readonly Command[] = [serve, preflight, machines, version, helpCommand];
+export const COMMANDS: readonly Command[] = [
+  serve,
+  preflight,
+  machines,
+  stateCommand,
+  version,
+  helpCommand,
+];
 
 /** The top level: serving's flags plus the command list. */
 const ROOT: Command = { ...serve, subcommands: COMMANDS };

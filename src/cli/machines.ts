@@ -8,6 +8,7 @@
 // side (proto-loader, yaml: docs/performance.md#what-loads-before-the-port-opens).
 
 import { type Command, type Context, EXIT_NOT_FOUND } from "./command.ts";
+import { recover } from "./recover.ts";
 
 const FILTERS = "Filters";
 const OUTPUT = "Output";
@@ -162,12 +163,15 @@ const watch: Command = {
 
 export const machines: Command = {
   name: "machines",
-  summary: "list, get and watch the machines of a running provider (any CapacityProvider)",
-  usage: "machines <list|get|watch> [arguments] [flags]",
-  description: "Reads a running provider over its gRPC API (Get and List), as BigFleet sees it.",
+  summary: "list, get and watch the machines of a running provider; recover a FAILED one",
+  usage: "machines <list|get|watch|recover> [arguments] [flags]",
+  description:
+    "list, get and watch read a running provider over its gRPC API (Get and List), as BigFleet\n" +
+    "sees it, so they work against any CapacityProvider; recover acts through this provider's\n" +
+    "admin socket.",
   flags: CONNECTION_FLAGS,
   footer:
     'Run "bigfleet-proxmox help machines <command>" for a command\'s flags. Exit codes: 0 ok,\n' +
     "1 the provider failed or could not be reached, 2 usage error, 3 machine not found (get).",
-  subcommands: [list, get, watch],
+  subcommands: [list, get, watch, recover],
 };

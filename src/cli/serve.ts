@@ -1,8 +1,9 @@
 // Serving, the binary's default command: parse and validate flags, start the
 // app, serve until SIGINT/SIGTERM. Any startup problem is one line on stderr
 // and exit code 2 (configuration) or 1 (runtime, e.g. the address is in use);
-// nothing is served. A graceful stop exits 0; a second signal during it exits
-// 1 at once.
+// nothing is served. A graceful stop that saw every running transition finish
+// exits 0; one cut short by --shutdown-timeout or by a second signal (which
+// stops at once) exits 1, and what was cut comes back FAILED at the next start.
 
 import { FLAG_TABLE, parseArgv } from "../config/flags.ts";
 import { loadConfig } from "../config/load.ts";
@@ -21,6 +22,9 @@ import {
   write,
 } from "./command.ts";
 import { versionText } from "./version_cmd.ts";
+
+/** After a second signal, the longest the closing steps may take before the process exits anyway. */
+const URGENT_STOP_MS = 5_000;
 
 export const serve: Command = {
   name: "serve",
@@ -69,18 +73,26 @@ async function runServe(args: string[], ctx: Context): Promise<number> {
     return fail(firstLine(e), EXIT_FAILURE);
   }
   const stopped = Promise.withResolvers<number>();
+  const now = new AbortController();
   let signalled = false;
   const onSignal = () => {
     if (signalled) {
-      console.error("error: second signal during shutdown; exiting now");
-      stopped.resolve(EXIT_FAILURE);
+      if (now.signal.aborted) return;
+      console.error("error: second signal during shutdown; stopping now");
+      now.abort();
+      // Nothing left to wait for but closing; never hang on it.
+      setTimeout(() => stopped.resolve(EXIT_FAILURE), URGENT_STOP_MS);
       return;
     }
     signalled = true;
-    app.stop().then(() => stopped.resolve(EXIT_OK), (e) => {
-      console.error(`error: shutdown failed: ${firstLine(e)}`);
-      stopped.resolve(EXIT_FAILURE);
-    });
+    app.stop(now.signal).then(
+      ({ unfinished }) =>
+        stopped.resolve(unfinished.length === 0 && !now.signal.aborted ? EXIT_OK : EXIT_FAILURE),
+      (e) => {
+        console.error(`error: shutdown failed: ${firstLine(e)}`);
+        stopped.resolve(EXIT_FAILURE);
+      },
+    );
   };
   Deno.addSignalListener("SIGINT", onSignal);
   Deno.addSignalListener("SIGTERM", onSignal);

@@ -13,7 +13,9 @@ import {
   cleanSecret,
   normaliseFingerprint,
   parseNodes,
+  parseTokenFile,
   parseVmTags,
+  type TokenFile,
 } from "./proxmox.ts";
 
 export type BackendKind = "proxmox" | "fake";
@@ -43,11 +45,19 @@ export async function loadProxmox(f: FlagValues, readFile: ReadFile): Promise<Pr
     );
   }
   const apiUrl = forFlag("proxmox-api-url", () => checkApiUrl(rawUrl));
-  if (f["proxmox-token-id"] === "") {
-    throw flagError("proxmox-token-id", "is required for the proxmox backend");
+  const flagId = f["proxmox-token-id"] === ""
+    ? null
+    : forFlag("proxmox-token-id", () => checkTokenId(f["proxmox-token-id"]));
+  const token = await loadToken(f, readFile);
+  if (flagId === null && token.tokenId === null) {
+    throw flagError(
+      "proxmox-token-id",
+      "is required for the proxmox backend (or a token file holding USER@REALM!TOKENID=SECRET)",
+    );
   }
-  const tokenId = forFlag("proxmox-token-id", () => checkTokenId(f["proxmox-token-id"]));
-  const tokenSecret = await loadSecret(f, readFile);
+  // A token file naming its id wins: a rotation brings a new id with its secret.
+  const tokenId = token.tokenId ?? flagId!;
+  const tokenSecret = token.secret;
   const nodes = forFlag("nodes", () => {
     if (f.nodes.trim() === "") {
       throw new Error("is required for the proxmox backend (comma list of node names)");
@@ -72,6 +82,7 @@ export async function loadProxmox(f: FlagValues, readFile: ReadFile): Promise<Pr
     apiUrl,
     tokenId,
     tokenSecret,
+    tokenFile: f["proxmox-token-file"] !== "" ? f["proxmox-token-file"] : null,
     caPem,
     fingerprint,
     pool: f["proxmox-pool"].trim(),
@@ -81,16 +92,19 @@ export async function loadProxmox(f: FlagValues, readFile: ReadFile): Promise<Pr
 }
 
 // The file wins over the inline flag so the secret can stay out of argv.
-async function loadSecret(f: FlagValues, readFile: ReadFile): Promise<string> {
+async function loadToken(f: FlagValues, readFile: ReadFile): Promise<TokenFile> {
   const file = f["proxmox-token-file"];
   if (file !== "") {
     const raw = await readFlagFile("proxmox-token-file", file, readFile);
-    return forFlag("proxmox-token-file", () => cleanSecret(raw));
+    return forFlag("proxmox-token-file", () => parseTokenFile(raw));
   }
   if (f["proxmox-token-secret"] === "") {
     throw new ConfigError(
       "no Proxmox token secret: set --proxmox-token-file (preferred) or --proxmox-token-secret",
     );
   }
-  return forFlag("proxmox-token-secret", () => cleanSecret(f["proxmox-token-secret"]));
+  return {
+    tokenId: null,
+    secret: forFlag("proxmox-token-secret", () => cleanSecret(f["proxmox-token-secret"])),
+  };
 }

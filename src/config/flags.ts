@@ -79,6 +79,14 @@ export const FLAG_TABLE = {
     arg: "PATH",
     help: "Deno KV file for durable state (empty: in memory, lost on restart)",
   },
+  "admin-socket": {
+    kind: "string",
+    default: "",
+    topic: CORE,
+    arg: "PATH",
+    none: "<--state>.admin; off without --state",
+    help: "unix socket (mode 0600) for machines recover and state backup; off disables it",
+  },
   "proxmox-api-url": {
     kind: "string",
     default: "",
@@ -227,6 +235,13 @@ export const FLAG_TABLE = {
     topic: BOOTSTRAP,
     arg: "DURATION",
     help: "period of the Proxmox to inventory refresh (0: off)",
+  },
+  "shutdown-timeout": {
+    kind: "string",
+    default: "16m",
+    topic: BOOTSTRAP,
+    arg: "DURATION",
+    help: "on SIGTERM, how long running transitions may take to finish (0: stop at once)",
   },
   "metrics-addr": {
     kind: "string",

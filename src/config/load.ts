@@ -27,6 +27,7 @@ import {
 import { parsePrice, parsePrices, type Pricing } from "./pricing.ts";
 import { chooseBackend, loadProxmox } from "./backend.ts";
 import { loadTls } from "./tls.ts";
+import { adminSocketFor, MAX_SOCKET_PATH, STAGING_NAME_BYTES } from "./admin_socket.ts";
 
 export interface LoadEnv {
   /** Test hook; defaults to Deno.readTextFile. */
@@ -49,6 +50,11 @@ export async function loadConfig(argv: string[], env: LoadEnv = {}): Promise<Con
     "reconcile-interval",
     () => parseTimerDuration(f["reconcile-interval"]),
   );
+  const shutdownTimeoutMs = forFlag(
+    "shutdown-timeout",
+    () => parseTimerDuration(f["shutdown-timeout"]),
+  );
+  const adminSocket = forFlag("admin-socket", () => adminSocketPath(f["admin-socket"], f.state));
   const template = defaultTemplate(f["template-vmid"], f["template-name"]);
   const seedCount = forFlag("seed-count", () => {
     const n = parseInteger(f["seed-count"]);
@@ -107,7 +113,9 @@ export async function loadConfig(argv: string[], env: LoadEnv = {}): Promise<Con
     bootstrapPath,
     bootstrapExec,
     reconcileIntervalMs,
+    shutdownTimeoutMs,
     statePath: f.state,
+    adminSocket,
     metricsAddr,
     reflection: f.reflection,
     tls,
@@ -190,6 +198,32 @@ function parseInteger(text: string): number {
     throw new Error(`want an integer, got ${quote(text)}`);
   }
   return n;
+}
+
+/**
+ * --admin-socket: a path, "off", or empty for the socket beside --state. The
+ * path and the name it is bound under first (src/server/admin.ts) must fit a
+ * unix socket address.
+ */
+function adminSocketPath(text: string, state: string): string | null {
+  if (text === "off" || (text === "" && state === "")) return null;
+  const path = text !== "" ? text : adminSocketFor(state);
+  const longest = Math.max(
+    utf8Length(path),
+    utf8Length(path.slice(0, path.lastIndexOf("/") + 1)) + STAGING_NAME_BYTES,
+  );
+  if (longest > MAX_SOCKET_PATH) {
+    const which = text !== "" ? quote(path) : `${quote(path)} (beside --state)`;
+    throw new Error(
+      `${which} is too long for a unix socket (at most ${MAX_SOCKET_PATH} bytes with its ` +
+        "temporary name): name a shorter --admin-socket, or off",
+    );
+  }
+  return path;
+}
+
+function utf8Length(s: string): number {
+  return new TextEncoder().encode(s).length;
 }
 
 /** Comma-separated argv; every element non-empty. */

@@ -44,6 +44,30 @@ export function cleanSecret(raw: string): string {
   return secret;
 }
 
+/** What a token file holds: the secret, and the token id when it names one. */
+export interface TokenFile {
+  /** From a `USER@REALM!TOKENID=SECRET` file; null for a file with the secret alone. */
+  tokenId: string | null;
+  secret: string;
+}
+
+/**
+ * A token file: the secret alone, or `USER@REALM!TOKENID=SECRET` (the form a
+ * rotation writes, so a new token id arrives with its secret:
+ * docs/credentials.md#rotating-the-token). Throws Error without echoing it.
+ */
+export function parseTokenFile(raw: string): TokenFile {
+  const text = cleanSecret(raw);
+  const eq = text.lastIndexOf("=");
+  // PVE secrets are UUIDs: an "=" can only separate an id from its secret.
+  if (eq < 0) return { tokenId: null, secret: text };
+  const tokenId = text.slice(0, eq);
+  if (!TOKEN_ID.test(tokenId)) {
+    throw new Error("holds an '=' but no USER@REALM!TOKENID before it (want SECRET or ID=SECRET)");
+  }
+  return { tokenId, secret: cleanSecret(text.slice(eq + 1)) };
+}
+
 /** Parse `--nodes`: comma list, non-empty names, no `/`, no duplicates. Throws Error. */
 export function parseNodes(text: string): string[] {
   const nodes = text.split(",").map((n) => n.trim());

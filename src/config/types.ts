@@ -46,6 +46,8 @@ export interface ProxmoxConfig {
   tokenId: string;
   /** Secret. Never log it. */
   tokenSecret: string;
+  /** --proxmox-token-file, re-read when it changes (docs/credentials.md#rotating-the-token); null when inline. */
+  tokenFile: string | null;
   /** PEM text of the CA bundle, when --proxmox-ca-file was given. */
   caPem: string | null;
   /** Upper-case colon-separated SHA-256 (AB:CD:...), when --proxmox-tls-fingerprint was given. */
@@ -82,8 +84,12 @@ export interface Config {
   bootstrapPath: string;
   bootstrapExec: string[];
   reconcileIntervalMs: number;
+  /** How long a graceful stop waits for running transitions (docs/install.md#upgrades-and-restarts). */
+  shutdownTimeoutMs: number;
   /** Deno KV path; "" means in-memory only. */
   statePath: string;
+  /** The admin socket's path (docs/security.md#the-admin-socket); null: none. */
+  adminSocket: string | null;
   /** null when --metrics-addr is empty. */
   metricsAddr: ListenAddr | null;
   reflection: boolean;

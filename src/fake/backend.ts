@@ -60,6 +60,17 @@ export function createFakeBackend(opts: FakeOptions): Backend {
         cloning: false,
       })));
     },
+    inspect(m) {
+      // Lenient as everywhere: a host on record that it forgot is taken back.
+      if (m.hostRef !== "") adopt(m.machineId, m.hostRef);
+      const vm = vms.get(m.machineId);
+      if (!vm) return Promise.resolve(null);
+      return Promise.resolve({
+        hostRef: vm.hostRef,
+        summary: `fake host ${vm.hostRef}`,
+        problems: [],
+      });
+    },
     close: () => Promise.resolve(),
   };
 }

@@ -45,6 +45,24 @@ export interface ManagedVm {
   cloning: boolean;
 }
 
+/** A machine whose host the operator asked about: its slot's facts and the host ref on record (maybe ""). */
+export interface InspectedMachine extends HostedMachine {
+  instanceType: string;
+  zone: string;
+}
+
+/** The host a machine has on the substrate now, as `inspect` found it. */
+export interface HostInspection {
+  hostRef: string;
+  /** One line for the operator, e.g. `VM 123 on pve1: running, 2 vCPU / 4096 MiB, agent answers`. */
+  summary: string;
+  /**
+   * Why it is not usable as the slot's IDLE machine right now (not running,
+   * agent silent, sized for another type, still locked); empty when it is.
+   */
+  problems: string[];
+}
+
 export interface Backend {
   /** A label for logs and the startup line ("fake", "proxmox"). */
   readonly kind: string;
@@ -58,6 +76,12 @@ export interface Backend {
   delete(machine: HostedMachine, signal: AbortSignal): Promise<void>;
   /** Every host this provider manages. Used to rebuild inventory and to reconcile. */
   describe(signal: AbortSignal): Promise<ManagedVm[]>;
+  /**
+   * The machine's host, found by what the backend recorded on it (the host
+   * ref on record first, if it is still the machine's), or null when there is
+   * none. Only reads: the operator's `machines recover` decides on it.
+   */
+  inspect(machine: InspectedMachine, signal: AbortSignal): Promise<HostInspection | null>;
   /** Release sockets and timers. */
   close(): Promise<void>;
 }

@@ -39,12 +39,19 @@ export interface FenceTable {
    * token passes without touching anything.
    */
   admit(machineId: string, token: Token): void;
+  /** Every mark, as the store keeps them (for a backup). */
+  entries(): FenceEntry[];
 }
 
 export function createFenceTable(store: StateStore, saved: readonly FenceEntry[]): FenceTable {
   const marks = new Map<string, Mark>();
   for (const f of saved) marks.set(fenceKey(f.shardId, f.machineId), f.mark);
   return {
+    entries: () =>
+      [...marks].map(([key, mark]) => {
+        const [shardId, machineId] = JSON.parse(key) as [string, string];
+        return { shardId, machineId, mark };
+      }),
     admit(machineId, token) {
       if (isUnfenced(token)) return;
       const key = fenceKey(token.shardId, machineId);

@@ -30,6 +30,8 @@ export interface FleetView {
 /** The latest state (a view itself) and the committed view. */
 export interface Fleet extends FleetView {
   readonly size: number;
+  /** The revision of a machine's last change (latest view); undefined when unknown. */
+  modifiedAt(id: string): number | undefined;
   /** Replace (or add) a record, bump the revision, persist. */
   put(m: MachineRecord): void;
   /** Drop a record for good (a deleted orphan), bump the revision, persist. */
@@ -197,6 +199,7 @@ export function createFleet(
       return rev;
     },
     get,
+    modifiedAt: (id) => latest(id)[1],
     put(m) {
       settle();
       const [prev, prevMod] = latest(m.id);

@@ -10,14 +10,14 @@
 // "answers and durability" below says what happens when they cannot be.
 
 import { getLogger } from "@logtape/logtape";
-import type { Backend, HostedMachine } from "./backend.ts";
+import type { Backend, HostedMachine, HostInspection } from "./backend.ts";
 import { Code, KitError } from "./errors.ts";
 import { formatMs, withDeadline } from "./deadline.ts";
 import { createFenceTable } from "./fence.ts";
 import type { Token } from "./fence.ts";
 import { createFleet } from "./fleet.ts";
 import type { FleetView, Selection } from "./fleet.ts";
-import { bootInventory, orphanId, orphanMachine } from "./inventory.ts";
+import { bootInventory, planReconcile } from "./inventory.ts";
 import { describeChange } from "./capacity.ts";
 import { EDGES, State, STATE_NAMES } from "./model.ts";
 import type { MachineRecord, OpKind, Pairs, Slot } from "./model.ts";
@@ -93,8 +93,39 @@ export interface ListResult {
 }
 
 export interface ReconcileResult {
+  /** Host refs updated: VMs that moved, and FAILED machines' VMs found. */
   changed: number;
+  /** Managed VMs no machine claimed, added as orphans. */
   orphans: number;
+  /** SPECULATIVE machines whose VM was found: IDLE again (a restored older state). */
+  rejoined: number;
+}
+
+/** What an operator asks of a FAILED machine (docs/troubleshooting.md#machines-failed). */
+export type RecoverAction = "destroy" | "adopt";
+
+export interface RecoverCall {
+  machineId: string;
+  action: RecoverAction;
+  /** false: only say what would be done. */
+  apply: boolean;
+}
+
+export interface RecoverResult {
+  /** What was done, or would be done. */
+  plan: string;
+  /** The machine's host as the backend found it; null when it has none. */
+  host: HostInspection | null;
+  before: MachineRecord;
+  /** The machine afterwards; null when not applied, or when it left the inventory (no slot). */
+  after: MachineRecord | null;
+  applied: boolean;
+}
+
+export interface BackupResult {
+  machines: number;
+  fences: number;
+  revision: number;
 }
 
 export interface Kit {
@@ -107,12 +138,42 @@ export interface Kit {
   delete(c: Call): Promise<Ack>;
   get(id: string): Promise<MachineRecord>;
   list(q: ListQuery): Promise<ListResult>;
-  /** One pass of substrate refresh: never touches state, binding or last_error. */
+  /**
+   * One pass of substrate refresh: host refs follow the VMs, unknown VMs become
+   * orphans, a SPECULATIVE slot with a VM rejoins it IDLE; never touches a
+   * binding or last_error, never destroys anything.
+   */
   reconcile(signal: AbortSignal): Promise<ReconcileResult>;
   /**
-   * Give running transitions up to `waitMs` to finish, then stop reacting to
-   * completions and flush the store. Anything still running comes back FAILED
-   * after a restart, as the contract requires.
+   * An operator's intervention on a FAILED machine, never reached by BigFleet:
+   * `destroy` stops and destroys its VM (if any) and returns the slot to
+   * SPECULATIVE; `adopt` makes a FAILED Create whose VM is usable IDLE on it.
+   * Refused (FAILED_PRECONDITION) for a machine that is not FAILED or a host
+   * that does not qualify; the change bumps the revision like any other.
+   */
+  recover(call: RecoverCall): Promise<RecoverResult>;
+  /**
+   * Write the whole state as it is at one instant (machines, fence marks,
+   * revision) into `target`, a store that has never been written: a
+   * consistent online copy that loads like the live state file.
+   */
+  backup(target: StateStore): Promise<BackupResult>;
+  /** Transitions (and recoveries) whose backend work is still running. */
+  readonly running: number;
+  /** FAILED machines with a host ref (their VM was seen) and without. */
+  countFailed(): { withHost: number; withoutHost: number };
+  /**
+   * The first step of a graceful stop: from now on lifecycle calls (and
+   * reconcile passes) are refused with UNAVAILABLE before they change
+   * anything, while Get and List keep answering. Resolves once no transition
+   * runs, or when `signal` aborts; either way with the ids of the machines
+   * whose transition is still running.
+   */
+  finish(signal: AbortSignal): Promise<string[]>;
+  /**
+   * finish() for up to `waitMs`, then stop reacting to completions and flush
+   * the store. Anything still running comes back FAILED after a restart, as
+   * the contract requires.
    */
   close(waitMs?: number): Promise<void>;
 }
@@ -125,6 +186,8 @@ export const DEFAULT_TIMEOUTS: Timeouts = {
 };
 
 const MAX_ID_BYTES = 512;
+/** Bound of an adoption's inspection (a destroy has the Delete timeout). */
+const ADOPT_MS = 2 * 60_000;
 /** Machines of a new fleet handed to the store per commit wait. */
 const FIRST_WRITE_CHUNK = 1_000;
 const MAX_ERROR_CHARS = 4096;
@@ -180,8 +243,10 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
   }
 
   let closed = false;
-  /** Background transitions still running; close() may wait for them. */
-  const inflight = new Set<Promise<void>>();
+  /** Set by finish(): lifecycle calls are refused from then on. */
+  let finishing = false;
+  /** Background transitions still running, by machine id; finish() waits for them. */
+  const inflight = new Map<Promise<void>, string>();
   let opCounter = 0;
   // Unique per process life: op ids never repeat across restarts.
   const bootId = Date.now().toString(36) + crypto.randomUUID().slice(0, 6);
@@ -207,6 +272,7 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
 
   /** A lifecycle call or reconcile pass: refused while the store is failing, answered once committed. */
   async function answer<T>(fn: () => T): Promise<T> {
+    refuseWhileFinishing();
     if (store.failure) {
       throw new KitError(
         Code.Unavailable,
@@ -222,6 +288,15 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
     }
     await committed();
     return result;
+  }
+
+  function refuseWhileFinishing(): void {
+    if (finishing) {
+      throw new KitError(
+        Code.Unavailable,
+        "the provider is shutting down; nothing was changed, retry against its next instance",
+      );
+    }
   }
 
   async function committed(): Promise<void> {
@@ -382,7 +457,7 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
       (patch) => complete(kind, entered.id, opId, patch, null),
       (err) => complete(kind, entered.id, opId, {}, err),
     ).finally(() => inflight.delete(settled));
-    inflight.add(settled);
+    inflight.set(settled, entered.id);
     return { operationId: opId, machine: entered };
   }
 
@@ -418,6 +493,160 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
     else fleet.put(next);
   }
 
+  // ---- an operator's recovery of a FAILED machine ---------------------------
+
+  /** Machines with a recovery under way: one at a time each. */
+  const recovering = new Set<string>();
+
+  async function recover(call: RecoverCall): Promise<RecoverResult> {
+    refuseWhileFinishing();
+    if (store.failure) {
+      throw new KitError(
+        Code.Unavailable,
+        `state store cannot commit (${store.failure}); retry later`,
+      );
+    }
+    const { machineId: id, action } = call;
+    checkId(id, "machine_id");
+    const before = fleet.get(id);
+    if (!before) throw new KitError(Code.NotFound, `machine ${id} not found`);
+    if (before.state !== State.Failed) {
+      throw refused(
+        `machine ${id} is ${STATE_NAMES[before.state]}, not FAILED: nothing to recover`,
+      );
+    }
+    if (action === "adopt" && !before.lastError.startsWith("create ")) {
+      throw refused(
+        `only a FAILED Create can be adopted; ${id} failed with "${before.lastError}": ` +
+          "use --destroy",
+      );
+    }
+    if (recovering.has(id)) {
+      throw new KitError(Code.Unavailable, `a recovery of ${id} is already running`);
+    }
+    recovering.add(id);
+    const ms = action === "destroy" ? timeouts.delete : ADOPT_MS;
+    const work = withDeadline(
+      ms,
+      `recover --${action} of ${id} timed out after ${formatMs(ms)}`,
+      (signal) => recoverWork(before, call, signal),
+    ).finally(() => {
+      recovering.delete(id);
+      inflight.delete(settled);
+    });
+    // A graceful stop waits for it like for a transition.
+    const settled = work.then(() => {}, () => {});
+    inflight.set(settled, id);
+    return await work;
+  }
+
+  async function recoverWork(
+    before: MachineRecord,
+    call: RecoverCall,
+    signal: AbortSignal,
+  ): Promise<RecoverResult> {
+    const { machineId: id, action } = call;
+    const host = await backend.inspect({
+      machineId: id,
+      hostRef: before.hostRef,
+      instanceType: before.instanceType,
+      zone: before.zone,
+    }, signal);
+    let plan: string;
+    if (action === "adopt") {
+      if (host === null) throw refused(`cannot adopt ${id}: no VM carries its marker`);
+      if (host.problems.length > 0) {
+        throw refused(`cannot adopt ${id} (${host.summary}): ${host.problems.join("; ")}`);
+      }
+      plan = `adopt ${host.summary} as ${id}, IDLE`;
+    } else {
+      const rest = before.orphan
+        ? `remove ${id} from the inventory (it has no slot)`
+        : `return ${id} to SPECULATIVE`;
+      plan = host === null
+        ? `no VM carries its marker (nothing to destroy); ${rest}`
+        : `stop and destroy ${host.summary}; ${rest}`;
+    }
+    if (!call.apply) return { plan, host, before, after: null, applied: false };
+    if (action === "destroy") {
+      const target = host?.hostRef ?? before.hostRef;
+      if (target !== "") await backend.delete({ machineId: id, hostRef: target }, signal);
+    }
+    if (closed) {
+      throw new KitError(Code.Unavailable, `the provider stopped during the recovery of ${id}`);
+    }
+    // Nothing but reconcile (its host ref) touches a FAILED machine meanwhile.
+    const now = fleet.get(id);
+    if (!now || now.state !== State.Failed) {
+      throw new KitError(Code.Internal, `machine ${id} changed during its recovery; look again`);
+    }
+    let after: MachineRecord | null;
+    if (action === "adopt") {
+      after = { ...unbound(now), state: State.Idle, hostRef: host!.hostRef, lastError: "" };
+      fleet.put(after);
+    } else if (now.orphan) {
+      after = null;
+      fleet.remove(id);
+    } else {
+      after = { ...unbound(now), state: State.Speculative, hostRef: "", lastError: "" };
+      fleet.put(after);
+    }
+    log.info("recover {id}: {action} by an operator: {plan}", {
+      audit: true,
+      id,
+      action,
+      plan,
+      was: before.lastError,
+      hostRef: host?.hostRef ?? before.hostRef,
+      to: after ? STATE_NAMES[after.state] : "removed",
+    });
+    await committed();
+    return { plan, host, before, after, applied: true };
+  }
+
+  function refused(message: string): KitError {
+    return new KitError(Code.FailedPrecondition, message);
+  }
+
+  // ---- an online copy of the state -----------------------------------------
+
+  async function backup(target: StateStore): Promise<BackupResult> {
+    if ((await target.load()) !== null) throw new Error("the backup target already holds a state");
+    // One synchronous step: everything as it is at this instant.
+    const machines = fleet.select({ states: [], maxResults: 0 });
+    const marks = fences.entries();
+    const revision = fleet.revision;
+    // Handed over a chunk at a time, each durable before the next, like a new fleet.
+    const seal = target.openFirstWrite?.();
+    for (let i = 0; i < machines.length; i += FIRST_WRITE_CHUNK) {
+      for (const m of machines.slice(i, i + FIRST_WRITE_CHUNK)) target.putMachine(m);
+      await target.durable();
+    }
+    for (let i = 0; i < marks.length; i += FIRST_WRITE_CHUNK) {
+      for (const f of marks.slice(i, i + FIRST_WRITE_CHUNK)) target.putFence(f);
+      await target.durable();
+    }
+    target.putRevision(revision);
+    seal?.();
+    await target.durable();
+    return { machines: machines.length, fences: marks.length, revision };
+  }
+
+  // ---- stopping ------------------------------------------------------------
+
+  async function finish(signal: AbortSignal): Promise<string[]> {
+    finishing = true;
+    // Every transition accepted so far is in `inflight` (accept is synchronous).
+    while (inflight.size > 0 && !signal.aborted) {
+      const aborted = Promise.withResolvers<void>();
+      const onAbort = () => aborted.resolve();
+      signal.addEventListener("abort", onAbort, { once: true });
+      await Promise.race([Promise.allSettled([...inflight.keys()]), aborted.promise]);
+      signal.removeEventListener("abort", onAbort);
+    }
+    return [...inflight.values()];
+  }
+
   // ---- the kit -----------------------------------------------------------
 
   return {
@@ -442,30 +671,53 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
     list: (q) => read((view) => ({ machines: view.select(q), revision: view.revision })),
 
     async reconcile(signal) {
+      refuseWhileFinishing();
+      const since = fleet.revision;
       const vms = await backend.describe(signal);
-      let changed = 0;
-      let orphans = 0;
-      await answer(() => {
-        for (const vm of vms) {
-          const id = orphanId(provider, vm);
-          const m = fleet.get(id);
-          if (!m) {
-            // A host still being created may be a retried Create's of ours: wait.
-            if (vm.cloning || closed) continue;
-            fleet.put(orphanMachine(provider, vm));
-            orphans++;
-            continue;
-          }
-          // Follow a host that moved (its backend names it anew); nothing else is touched.
-          const stable = m.state === State.Idle || m.state === State.Configured;
-          if (stable && m.hostRef !== "" && m.hostRef !== vm.hostRef && !vm.cloning) {
-            fleet.put({ ...m, hostRef: vm.hostRef });
-            changed++;
-          }
+      return await answer(() => {
+        const plan = planReconcile(
+          provider,
+          vms,
+          (id) => fleet.get(id),
+          (id) => (fleet.modifiedAt(id) ?? 0) > since,
+        );
+        for (const m of plan.put) fleet.put(m);
+        for (const f of plan.failedHosts) {
+          log.warn(
+            "FAILED machine {id} still has its VM {hostRef} on the substrate; nothing was " +
+              "destroyed: recover it (bigfleet-proxmox machines recover)",
+            { ...f },
+          );
         }
+        for (const r of plan.rejoined) {
+          log.warn(
+            "SPECULATIVE machine {id} has a VM {hostRef} the state did not know (an older " +
+              "state restored?): it rejoins its slot IDLE",
+            { ...r },
+          );
+        }
+        return {
+          changed: plan.followed + plan.failedHosts.length,
+          orphans: plan.orphans,
+          rejoined: plan.rejoined.length,
+        };
       });
-      return { changed, orphans };
     },
+
+    get running() {
+      return inflight.size;
+    },
+
+    countFailed() {
+      const failed = fleet.select({ states: [State.Failed], maxResults: 0 });
+      const withHost = failed.filter((m) => m.hostRef !== "").length;
+      return { withHost, withoutHost: failed.length - withHost };
+    },
+
+    recover,
+    backup,
+
+    finish,
 
     async close(waitMs = 0) {
       if (waitMs > 0 && inflight.size > 0) {
@@ -473,13 +725,12 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
           ms: waitMs,
           count: inflight.size,
         });
-        let timer: ReturnType<typeof setTimeout> | undefined;
-        await Promise.race([
-          Promise.allSettled([...inflight]),
-          new Promise((resolve) => timer = setTimeout(resolve, waitMs)),
-        ]);
+        const ac = new AbortController();
+        const timer = setTimeout(() => ac.abort(), waitMs);
+        await finish(ac.signal);
         clearTimeout(timer);
       }
+      finishing = true;
       closed = true;
       await store.durable().catch(() => {});
       await store.close();

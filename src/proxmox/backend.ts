@@ -17,6 +17,7 @@ import {
   type Timing,
 } from "./context.ts";
 import { describeManaged, type PveVm } from "./describe.ts";
+import { inspectVm } from "./inspect.ts";
 import { deleteVm, drainNode, ensureRunning, runBootstrap } from "./lifecycle.ts";
 import { hostRefOf, parseHostRef } from "./naming.ts";
 import { locateOwned } from "./ownership.ts";
@@ -134,6 +135,11 @@ export async function createProxmoxBackend(
         }
       }),
     describe: (signal) => observed("DescribeManaged", () => describeManaged(ctx, signal)),
+    inspect: (machine, signal) =>
+      observed(
+        "InspectVM",
+        () => inspectVm(ctx, cfg.catalog.get(machine.instanceType), machine, signal),
+      ),
     close() {
       ctx.api.close();
       return Promise.resolve();

@@ -9,6 +9,7 @@ import type { Timing } from "./context.ts";
 import { TlsTrustError } from "./errors.ts";
 import { type ApiClient, createApiClient } from "./http.ts";
 import { probeTrust } from "./tls.ts";
+import { fileToken } from "./token_source.ts";
 import { verifiedTransport } from "./transport.ts";
 
 const log = getLogger(["bigfleet", "proxmox"]);
@@ -45,6 +46,12 @@ export function apiClientFor(
     baseUrl: px.apiUrl,
     tokenId: px.tokenId,
     tokenSecret: px.tokenSecret,
+    // A token file is followed as it changes: rotation without a restart.
+    token: px.tokenFile === null ? undefined : fileToken({
+      path: px.tokenFile,
+      tokenId: px.tokenId,
+      secret: px.tokenSecret,
+    }),
     transport: verifiedTransport({ caPem: px.caPem, fingerprint: px.fingerprint }),
     requestTimeoutMs: timing.requestTimeoutMs,
     readAttempts: timing.readAttempts,

@@ -13,6 +13,7 @@ export type ApiOp =
   | "CloneVM"
   | "DeleteVM"
   | "DescribeManaged"
+  | "InspectVM"
   | "EnsureRunning"
   | "Configure"
   | "Drain";

@@ -12,6 +12,7 @@ import {
 } from "./errors.ts";
 import { sleep } from "../kit/deadline.ts";
 import type { RawResponse, Transport } from "./transport.ts";
+import { fixedToken, type TokenSource } from "./token_source.ts";
 
 export type Params = Record<string, string | number | boolean | string[] | undefined>;
 
@@ -42,6 +43,8 @@ export interface ApiClientOptions {
   baseUrl: string;
   tokenId: string;
   tokenSecret: string;
+  /** Where each request's token comes from instead, when it may change (token_source.ts). */
+  token?: TokenSource;
   transport: Transport;
   /** Per-request ceiling; PVE's own proxy gives up after 30 s. */
   requestTimeoutMs: number;
@@ -107,7 +110,7 @@ export function errorFromResponse(method: string, path: string, res: RawResponse
 }
 
 export function createApiClient(opts: ApiClientOptions): ApiClient {
-  const auth = `PVEAPIToken=${opts.tokenId}=${opts.tokenSecret}`;
+  const token = opts.token ?? fixedToken(opts.tokenId, opts.tokenSecret);
 
   async function once(
     method: "GET" | "POST" | "PUT" | "DELETE",
@@ -115,8 +118,10 @@ export function createApiClient(opts: ApiClientOptions): ApiClient {
     query: Params | undefined,
     body: Params | undefined,
     signal: AbortSignal,
+    retried = false,
   ): Promise<unknown> {
     const url = new URL(opts.baseUrl + path + toQuery(query));
+    const auth = token.authorization();
     const headers: Record<string, string> = { Authorization: auth, Accept: "application/json" };
     let payload: Uint8Array<ArrayBuffer> | undefined;
     if (body !== undefined) {
@@ -142,6 +147,10 @@ export function createApiClient(opts: ApiClientOptions): ApiClient {
         throw new E(`proxmox ${method} ${path}: ${err.message}`);
       }
       throw new TransportError(`proxmox ${method} ${path}: ${(err as Error)?.message ?? err}`);
+    }
+    // A 401 was decided before anything ran: safe to send again once, with a rotated token.
+    if (res.status === 401 && !retried && token.renewedAfter401(auth)) {
+      return await once(method, path, query, body, signal, true);
     }
     if (res.status < 200 || res.status > 299) throw errorFromResponse(method, path, res);
     try {

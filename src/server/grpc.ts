@@ -31,6 +31,7 @@ import {
 import type { CreateMsg } from "./codec.ts";
 import { Health } from "./health.ts";
 import { pacedResponses, SLICE_BYTES } from "./large_response.ts";
+import { LifecycleGate, SHUTTING_DOWN } from "./lifecycle_gate.ts";
 import { addReflection } from "./reflection.ts";
 
 /** The CapacityProvider RPCs, in the order provider.proto declares them. */
@@ -59,8 +60,17 @@ export interface GrpcServer {
   readonly port: number;
   /** Health goes SERVING; call once everything else is ready. */
   markServing(): void;
-  /** Health goes NOT_SERVING, new calls are refused, in-flight calls finish (bounded by graceMs). */
-  shutdown(graceMs: number): Promise<void>;
+  /**
+   * Health goes NOT_SERVING and lifecycle calls that begin from now on are
+   * answered UNAVAILABLE; Get and List keep being served. Resolves once the
+   * lifecycle calls begun before are answered, or when `signal` aborts.
+   */
+  refuseLifecycle(signal: AbortSignal): Promise<void>;
+  /**
+   * Health goes NOT_SERVING, new calls are refused, in-flight calls finish
+   * (bounded by graceMs, or cut when `now` aborts).
+   */
+  shutdown(graceMs: number, now?: AbortSignal): Promise<void>;
 }
 
 export const SERVICE = "bigfleet.v1alpha1.CapacityProvider";
@@ -129,9 +139,18 @@ export async function startGrpcServer(opts: GrpcOptions): Promise<GrpcServer> {
   }
 
   const streams = new OpenStreams();
+  const lifecycle: readonly Method[] = ["Create", "Configure", "Drain", "Delete"];
+  const gate = new LifecycleGate(lifecycle.map(methodPath), (path) => {
+    const method = lifecycle.find((m) => methodPath(m) === path)!;
+    setImmediate(() => observer.rpc(method, grpc.status.UNAVAILABLE, 0, SHUTTING_DOWN));
+  });
   const server = new grpc.Server({
     // pacedResponses first: it needs the call grpc-js built, which holds the HTTP/2 stream.
-    interceptors: [pacedResponses((m) => oneShot.has(m as Uint8Array)), streams.interceptor],
+    interceptors: [
+      pacedResponses((m) => oneShot.has(m as Uint8Array)),
+      streams.interceptor,
+      gate.interceptor,
+    ],
     "grpc.max_receive_message_length": SESSION_LIMITS.maxReceiveBytes,
     "grpc.max_send_message_length": -1,
     "grpc.max_concurrent_streams": SESSION_LIMITS.maxConcurrentStreams,
@@ -172,7 +191,11 @@ export async function startGrpcServer(opts: GrpcOptions): Promise<GrpcServer> {
   return {
     port: listener.port,
     markServing: () => setHealth("SERVING"),
-    async shutdown(graceMs) {
+    refuseLifecycle(signal) {
+      setHealth("NOT_SERVING");
+      return gate.close(signal);
+    },
+    async shutdown(graceMs, now) {
       setHealth("NOT_SERVING");
       // Stops accepting; resolves once every connection has ended.
       const drained = listener.close();
@@ -182,7 +205,10 @@ export async function startGrpcServer(opts: GrpcOptions): Promise<GrpcServer> {
       // otherwise hold the shutdown open until the grace runs out.
       streams.endAll();
       let timer: ReturnType<typeof setTimeout> | undefined;
-      const graceOver = new Promise<true>((r) => timer = setTimeout(() => r(true), graceMs));
+      const graceOver = new Promise<true>((r) => {
+        timer = setTimeout(() => r(true), graceMs);
+        now?.addEventListener("abort", () => r(true), { once: true });
+      });
       const late = await Promise.race([drained, graceOver]);
       clearTimeout(timer);
       if (late) {

@@ -11,12 +11,19 @@ export const API_OPS = [
   "CloneVM",
   "DeleteVM",
   "DescribeManaged",
+  "InspectVM",
   "EnsureRunning",
   "Configure",
   "Drain",
 ] as const;
 
 export type ApiOutcome = "ok" | "error";
+
+/** FAILED machines with a known VM (their host is shown) and without one. */
+export interface FailedCounts {
+  withHost: number;
+  withoutHost: number;
+}
 export type ReconcileOutcome = "ok" | "error";
 
 export interface Metrics {
@@ -30,6 +37,10 @@ export interface Metrics {
   reconcile(outcome: ReconcileOutcome): void;
   /** A volume a destroy left behind could not be freed. */
   leakedVolume(): void;
+  /** An operator's `machines recover` that was applied (not a dry run) ended. */
+  recovery(action: "destroy" | "adopt", outcome: "ok" | "refused" | "error"): void;
+  /** Where the FAILED machines gauge reads its counts from at each scrape. */
+  watchFailed(read: () => FailedCounts): void;
   /** The exposition text and its content type, for /metrics. */
   scrape(): Promise<{ body: string; contentType: string }>;
 }
@@ -87,7 +98,33 @@ export function createMetrics(): Metrics {
     registers,
   });
 
+  const recoveries = new Counter({
+    name: `${PREFIX}recoveries_total`,
+    help: "Operator recoveries of FAILED machines (machines recover --yes) by action and outcome.",
+    labelNames: ["action", "outcome"] as const,
+    registers,
+  });
+  for (const action of ["destroy", "adopt"]) {
+    for (const outcome of ["ok", "refused", "error"]) recoveries.labels(action, outcome).inc(0);
+  }
+
+  let readFailed: (() => FailedCounts) | null = null;
+  const failed = new Gauge({
+    name: `${PREFIX}failed_machines`,
+    help: "FAILED machines by whether their VM is known (host=known: shown on the machine) " +
+      "or not; each needs an operator (docs/troubleshooting.md#machines-failed).",
+    labelNames: ["host"] as const,
+    registers,
+    collect() {
+      if (readFailed === null) return;
+      const c = readFailed();
+      failed.labels("known").set(c.withHost);
+      failed.labels("unknown").set(c.withoutHost);
+    },
+  });
+
   // Known series start at zero so rate() and absent() alerts work from boot.
+  for (const host of ["known", "unknown"]) failed.labels(host).set(0);
   for (const op of API_OPS) {
     for (const outcome of ["ok", "error"]) apiCalls.labels(op, outcome).inc(0);
     apiDuration.zero({ op });
@@ -118,6 +155,10 @@ export function createMetrics(): Metrics {
     panic: () => panics.inc(),
     reconcile: (outcome) => reconciles.labels(outcome).inc(),
     leakedVolume: () => leakedVolumes.inc(),
+    recovery: (action, outcome) => recoveries.labels(action, outcome).inc(),
+    watchFailed(read) {
+      readFailed = read;
+    },
     async scrape() {
       return { body: await registry.metrics(), contentType: registry.contentType };
     },

@@ -144,7 +144,7 @@ Deno.test("commands: an unknown command is a usage error with a suggestion", asy
   ]);
   const t = await cli(["machines"]);
   assert.equal(t.code, 2);
-  assert.match(t.stderr, /^error: machines needs a command: list, get or watch$/m);
+  assert.match(t.stderr, /^error: machines needs a command: list, get, watch or recover$/m);
 });
 
 /** Every command below the top level with flags of its own, by invocation path. */

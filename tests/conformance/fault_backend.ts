@@ -106,6 +106,12 @@ export function createFaultBackend(o: FaultBackendOptions): FaultBackend {
         cloning: false,
       })));
     },
+    inspect(m) {
+      const vm = vms.get(m.machineId);
+      return Promise.resolve(
+        vm ? { hostRef: vm.hostRef, summary: "fault host", problems: [] } : null,
+      );
+    },
     close() {
       for (const t of timers) clearTimeout(t);
       timers.clear();

@@ -153,6 +153,7 @@ Deno.test("chart: minimal values render a single-replica Recreate Deployment wit
     "--nodes=pve1,pve2,pve3",
     "--template-vmid=9000",
     "--state=/var/lib/bigfleet/state.kv",
+    "--shutdown-timeout=960s",
   ]);
   // Selector labels are what the Service routes on.
   assert.deepEqual(d.spec.selector.matchLabels, {
@@ -366,6 +367,7 @@ Deno.test("chart: full values set every knob", async () => {
     "--bootstrap-exec=/bin/bash,-eu",
     "--reconcile-interval=5m",
     "--reflection=false",
+    "--shutdown-timeout=960s",
     "--tls-cert=/etc/bigfleet/tls/tls.crt",
     "--tls-key=/etc/bigfleet/tls/tls.key",
   ]);
@@ -393,7 +395,12 @@ Deno.test("chart: full values set every knob", async () => {
   assert.equal(tmpl.metadata.labels.team, "platform");
   assert.equal(pod.serviceAccountName, "bigfleet-proxmox-dc3");
   assert.equal(one(ms, "ServiceAccount").metadata.name, "bigfleet-proxmox-dc3");
-  assert.deepEqual(c.env, [{ name: "TMPDIR", value: "/tmp" }, { name: "TZ", value: "UTC" }]);
+  assert.deepEqual(c.env, [
+    { name: "TMPDIR", value: "/tmp" },
+    // The admin socket beside the state file, for kubectl exec (docs/security.md#the-admin-socket).
+    { name: "BIGFLEET_ADMIN_SOCKET", value: "/var/lib/bigfleet/state.kv.admin" },
+    { name: "TZ", value: "UTC" },
+  ]);
   // A custom Secret key still lands at the fixed path the flag names.
   assert.deepEqual(volume(ms, "proxmox-token")?.secret.items, [{ key: "secret", path: "token" }]);
   assert.deepEqual(volume(ms, "proxmox-ca")?.secret.items, [
@@ -413,6 +420,24 @@ Deno.test("chart: full values set every knob", async () => {
   assert.equal(svc.metadata.annotations["prometheus.io/scrape"], "true");
 });
 
+Deno.test("chart: terminationGracePeriodSeconds follows shutdownTimeoutSeconds and stays above it", async () => {
+  const grace = (ms: Manifest[]) => podSpec(ms).terminationGracePeriodSeconds;
+  const byDefault = await render(MINIMAL);
+  assert.ok(args(byDefault).includes("--shutdown-timeout=960s"));
+  assert.equal(grace(byDefault), 990);
+  const shorter = await render([...MINIMAL, "--set", "shutdownTimeoutSeconds=120"]);
+  assert.ok(args(shorter).includes("--shutdown-timeout=120s"));
+  assert.equal(grace(shorter), 150);
+  const explicit = await render([...MINIMAL, "--set", "terminationGracePeriodSeconds=1200"]);
+  assert.equal(grace(explicit), 1200);
+  const loaded = await loadRendered(shorter);
+  assert.equal(loaded.shutdownTimeoutMs, 120_000);
+  await assert.rejects(
+    render([...MINIMAL, "--set", "terminationGracePeriodSeconds=60"]),
+    /terminationGracePeriodSeconds \(60\) must exceed shutdownTimeoutSeconds \(960\)/,
+  );
+});
+
 Deno.test("chart: mTLS values mount ca.crt and pass --tls-ca; a fingerprint alone is trust enough", async () => {
   const ms = await render(MTLS);
   assert.deepEqual(args(ms), [
@@ -430,6 +455,7 @@ Deno.test("chart: mTLS values mount ca.crt and pass --tls-ca; a fingerprint alon
     "--nodes=pve-a,pve-b",
     "--template-vmid=9000",
     "--state=/var/lib/bigfleet/state.kv",
+    "--shutdown-timeout=960s",
     "--tls-cert=/etc/bigfleet/tls/tls.crt",
     "--tls-key=/etc/bigfleet/tls/tls.key",
     "--tls-ca=/etc/bigfleet/tls/ca.crt",
@@ -460,6 +486,7 @@ Deno.test("chart: the fake backend renders without any Proxmox settings or crede
     "--provider=proxmox",
     "--use-fake-backend",
     "--state=/var/lib/bigfleet/state.kv",
+    "--shutdown-timeout=960s",
   ]);
   assert.equal(volume(ms, "proxmox-token"), undefined);
   assert.equal(volume(ms, "proxmox-ca"), undefined);
@@ -745,6 +772,7 @@ Deno.test("chart: structured bootstrap, pricing, reconcile and reflection values
     "--bootstrap-exec=/usr/bin/env,bash,-e",
     "--reconcile-interval=45s",
     "--reflection=false",
+    "--shutdown-timeout=960s",
   ]);
   const cfg = await loadRendered(ms);
   assert.equal(cfg.bootstrapPath, "/opt/bigfleet/join");
@@ -806,7 +834,11 @@ Deno.test("chart: helm test Pod runs preflight with the Deployment's flags and f
     assert.equal(test.container.imagePullPolicy, serving.container.imagePullPolicy);
     assert.deepEqual(test.container.securityContext, serving.container.securityContext);
     assert.deepEqual(test.spec.securityContext, serving.spec.securityContext);
-    assert.deepEqual(test.container.env, serving.container.env);
+    // Less the admin socket's address: it lives beside the state, which only the serving pod has.
+    assert.deepEqual(
+      test.container.env,
+      serving.container.env.filter((e: Manifest) => e.name !== "BIGFLEET_ADMIN_SOCKET"),
+    );
     assert.equal(test.spec.serviceAccountName, serving.spec.serviceAccountName);
     assert.equal(test.spec.automountServiceAccountToken, false);
 

@@ -130,6 +130,58 @@ Deno.test("setup-token.sh: --rotate replaces the token; --dry-run changes nothin
   assert.match(dry.stderr, /\+ pveum acl modify \/pool\/bigfleet --tokens bigfleet@pve!autoscaler/);
 });
 
+Deno.test("setup-token.sh: --rotate --keep-old adds a token beside the old one; --remove-old retires the rest", async () => {
+  const cluster = (tokens: string[]) => ({
+    roles: ROLES_PVE9,
+    users: '[{"userid":"bigfleet@pve"}]',
+    pools: '[{"poolid":"bigfleet"}]',
+    tokens: JSON.stringify(tokens.map((tokenid) => ({ tokenid, privsep: 1 }))),
+  });
+  const kept = await setupToken(cluster(["autoscaler", "other"]), ["--rotate", "--keep-old"]);
+  assert.equal(kept.code, 0, kept.stderr);
+  const add = kept.mutations.find((c) => c.startsWith("user token add "));
+  const name = /^user token add bigfleet@pve (autoscaler-r\d{14}) --privsep 1 /.exec(add ?? "")
+    ?.[1];
+  assert.ok(name, add ?? "no token add");
+  assert.ok(!kept.mutations.some((c) => c.startsWith("user token remove")), "the old one stays");
+  // The new token gets every grant the old one has; the old one keeps its own.
+  assert.ok(kept.mutations.includes(
+    `acl modify /pool/bigfleet --tokens bigfleet@pve!${name} --roles BigFleetProvisioner --propagate 1`,
+  ));
+  assert.ok(!kept.mutations.some((c) => c.includes("--tokens bigfleet@pve!autoscaler ")));
+  // The token file content: id and secret together, so the provider can switch ids.
+  assert.ok(kept.stdout.includes(`bigfleet@pve!${name}=${SECRET}`), kept.stdout);
+  assert.match(kept.stdout, new RegExp(`token id \\(proxmox\\.tokenID\\): bigfleet@pve!${name}`));
+
+  const family = ["autoscaler", "autoscaler-r20261201090000", "autoscaler-r20261202090000"];
+  const removed = await setupToken(cluster([...family, "other"]), ["--remove-old"]);
+  assert.equal(removed.code, 0, removed.stderr);
+  assert.deepEqual(removed.mutations.filter((c) => c.startsWith("user token")), [
+    "user token remove bigfleet@pve autoscaler",
+    "user token remove bigfleet@pve autoscaler-r20261201090000",
+  ], "all but the newest; another family's token is not touched");
+  assert.ok(removed.mutations.includes(
+    "acl modify /pool/bigfleet --tokens bigfleet@pve!autoscaler-r20261202090000 " +
+      "--roles BigFleetProvisioner --propagate 1",
+  ));
+  assert.ok(!removed.stdout.includes(SECRET), "no new secret");
+
+  // A plain re-run manages the newest of the family.
+  const rerun = await setupToken(cluster(family));
+  assert.equal(rerun.code, 0, rerun.stderr);
+  assert.ok(!rerun.mutations.some((c) => c.startsWith("user token")));
+  assert.match(
+    rerun.stdout,
+    /token id \(proxmox\.tokenID\): bigfleet@pve!autoscaler-r20261202090000/,
+  );
+
+  for (const args of [["--keep-old"], ["--rotate", "--remove-old"]]) {
+    const bad = await setupToken(cluster(family), args);
+    assert.equal(bad.code, 1, args.join(" "));
+    assert.deepEqual(bad.mutations, [], `${args.join(" ")}: nothing changed`);
+  }
+});
+
 Deno.test("setup-token.sh: bad input is refused before anything is changed", async () => {
   for (
     const args of [

@@ -15,6 +15,7 @@ import {
 } from "../../src/proxmox/mod.ts";
 import { type SimAcl, type SimOptions, type Simulator, startSimulator } from "../pvesim/mod.ts";
 import { aclOf, ROLES_PVE8, setupToken } from "../deploy/setup_token.ts";
+import { type OpsProvider, startWithMetrics } from "../server/helpers.ts";
 
 export const FAST: Partial<Timing> = {
   task: { initialMs: 10, maxMs: 40 },
@@ -66,6 +67,7 @@ export function configFor(
     apiUrl: sim.url,
     tokenId: sim.tokenId,
     tokenSecret: sim.tokenSecret,
+    tokenFile: null,
     caPem: sim.caPem,
     fingerprint: null,
     pool: "bigfleet",
@@ -87,7 +89,9 @@ export function configFor(
     bootstrapPath: "/run/bigfleet-bootstrap",
     bootstrapExec: ["/bin/sh"],
     reconcileIntervalMs: 0,
+    shutdownTimeoutMs: 0,
     statePath: "",
+    adminSocket: null,
     metricsAddr: null,
     reflection: false,
     tls: null,
@@ -245,4 +249,39 @@ export async function setupTokenAcl(...args: string[]): Promise<SimAcl> {
   const res = await setupToken({ roles: ROLES_PVE8 }, ["--storages", "ceph-vm", ...args]);
   if (res.code !== 0) throw new Error(`setup-token.sh failed: ${res.stderr}`);
   return aclOf(res.mutations);
+}
+
+/** A simulator and provider processes on it sharing one --state, with metrics on. */
+export interface ProviderRig {
+  sim: Simulator;
+  dir: string;
+  state: string;
+  tokenFile: string;
+  /** A provider process (the real backend, /metrics on a free port) on the rig's state. */
+  start(extra?: string[]): Promise<OpsProvider>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+export async function providerRig(simOpts: SimOptions = {}): Promise<ProviderRig> {
+  const sim = await startSimulator({ nodes: ["pve1", "pve2"], ...simOpts });
+  const dir = await Deno.makeTempDir({ prefix: "bf-pve-rig-" });
+  const tokenFile = `${dir}/token`;
+  await Deno.writeTextFile(tokenFile, sim.tokenSecret);
+  const state = `${dir}/state.kv`;
+  return {
+    sim,
+    dir,
+    state,
+    tokenFile,
+    start: (extra = []) =>
+      startWithMetrics([
+        ...providerArgs(sim, tokenFile).filter((a) => a !== "--metrics-addr="),
+        `--state=${state}`,
+        ...extra,
+      ], { real: true }),
+    async [Symbol.asyncDispose]() {
+      await sim.close();
+      await Deno.remove(dir, { recursive: true });
+    },
+  };
 }

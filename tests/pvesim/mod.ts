@@ -99,11 +99,11 @@ export async function startSimulator(opts: SimOptions = {}): Promise<Simulator> 
   const tokenId = opts.tokenId ?? "bigfleet@pve!autoscaler";
   const tokenSecret = opts.tokenSecret ?? crypto.randomUUID();
   const requests: SimRequestLog[] = [];
+  const tokens = new Map([[tokenId, tokenSecret]]);
   const server = new SimServer({
     core,
     routes: ROUTES,
-    tokenId,
-    tokenSecret,
+    tokens,
     legacyErrors: opts.legacyErrors ?? false,
     authFailDelayMs: opts.authFailDelayMs ?? 0,
     maxBodyBytes: opts.maxBodyBytes ?? 512 * 1024,
@@ -138,6 +138,8 @@ export async function startSimulator(opts: SimOptions = {}): Promise<Simulator> 
     tokenId,
     tokenSecret,
     authHeader: `PVEAPIToken=${tokenId}=${tokenSecret}`,
+    addToken: (id, secret) => void tokens.set(id, secret),
+    removeToken: (id) => void tokens.delete(id),
     faults,
     requests,
     vms: () =>

@@ -14,8 +14,8 @@ import type { SimRequestLog } from "./types.ts";
 export interface ServerOptions {
   core: SimCore;
   routes: Route[];
-  tokenId: string;
-  tokenSecret: string;
+  /** Accepted tokens, id → secret; the simulator adds and removes entries as tokens rotate. */
+  tokens: Map<string, string>;
   legacyErrors: boolean;
   authFailDelayMs: number;
   maxBodyBytes: number;
@@ -70,8 +70,7 @@ function parseForm(text: string): Record<string, unknown> {
 /** Authorization → token id, or the 401 reason. */
 function authenticate(
   header: string | undefined,
-  tokenId: string,
-  secret: string,
+  tokens: ReadonlyMap<string, string>,
 ): { authid?: string; reason?: string } {
   if (!header) return { reason: "No ticket" };
   const m = header.match(/^PVEAPIToken[= ](\S+)$/);
@@ -86,7 +85,7 @@ function authenticate(
   const eq = value.lastIndexOf("=");
   const id = eq < 0 ? value : value.slice(0, eq);
   const sec = eq < 0 ? "" : value.slice(eq + 1);
-  if (!/^\S+@\S+!\S+$/.test(id) || id !== tokenId || sec !== secret) {
+  if (!/^\S+@\S+!\S+$/.test(id) || tokens.get(id) !== sec) {
     return { reason: "Authentication failed!" };
   }
   return { authid: id };
@@ -214,13 +213,14 @@ export class SimServer {
       }
     }
 
-    const auth = authenticate(req.headers["authorization"], o.tokenId, o.tokenSecret);
+    const auth = authenticate(req.headers["authorization"], o.tokens);
     if (!auth.authid || o.core.faults.unauthorized) {
       if (o.authFailDelayMs > 0) await o.core.timers.sleep(o.authFailDelayMs);
       const reason = auth.reason ?? "Authentication failed!";
       return { status: 401, reason, headers: {}, body: "" };
     }
     log.authenticated = true;
+    log.tokenId = auth.authid;
 
     if (offlineNodeOf(o.core.faults, path) !== null) {
       // pveproxy's connection to that node fails (AnyEvent::HTTP 595/596): no JSON, no body.

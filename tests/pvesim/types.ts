@@ -328,6 +328,8 @@ export interface SimRequestLog {
   /** Parsed parameters (query + body), when parsing got that far. */
   params?: Record<string, unknown>;
   authenticated: boolean;
+  /** The token that authenticated it. */
+  tokenId?: string;
   status: number;
   reason: string;
 }
@@ -357,6 +359,10 @@ export interface Simulator {
   tokenSecret: string;
   /** Full Authorization header value. */
   authHeader: string;
+  /** Accept another token beside the others (a rotation that keeps the old one for a while). */
+  addToken(tokenId: string, secret: string): void;
+  /** Stop accepting a token (the first one included): its requests get 401 from now on. */
+  removeToken(tokenId: string): void;
   faults: SimFaults;
   vms(): SimVm[];
   vm(vmid: number): SimVm | undefined;

@@ -131,13 +131,13 @@ Deno.test("metrics: a failing reconcile pass counts as reconcile_total{outcome=e
   const backend: Backend = {
     ...fake,
     kind: "fake",
-    // Reachable at boot (an empty store lists the substrate), unreachable after.
+    // Reachable for the boot inventory (an empty store lists the substrate), unreachable for
+    // every reconcile pass after it, the first of which runs as soon as the provider serves.
     describe: (signal) =>
-      booted ? Promise.reject(new Error("substrate unreachable")) : fake.describe(signal),
+      described++ > 0 ? Promise.reject(new Error("substrate unreachable")) : fake.describe(signal),
   };
-  let booted = false;
+  let described = 0;
   const app = await startTestApp(["--metrics-addr=", "--reconcile-interval=20ms"], { backend });
-  booted = true;
   try {
     await waitFor("a failed pass", async () => {
       const s = parseMetrics((await app.metrics.scrape()).body);

@@ -24,6 +24,7 @@ function gatedBackend(): { backend: Backend; release: () => void } {
       await gate.promise;
       return await fake.describe(sig);
     },
+    inspect: (m, sig) => fake.inspect(m, sig),
     close: () => fake.close(),
   };
   return { backend, release: gate.resolve };

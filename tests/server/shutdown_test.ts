@@ -1,7 +1,8 @@
 // SIGTERM with a request in flight: a 3 MiB Configure is still uploading
 // (through a throttled proxy) when the signal arrives. /readyz and gRPC
-// health must say not serving while it is in flight, the Configure must then
-// succeed, the process exit 0, and the same --state reopen with the change.
+// health must say not serving while it is in flight, the Configure (begun
+// before the signal, so not refused) must then succeed and its transition
+// finish, the process exit 0, and the same --state reopen it CONFIGURED.
 // The Configure and the health watcher run as helper processes (see
 // fixtures/slow_configure.ts for why).
 
@@ -85,10 +86,9 @@ Deno.test("shutdown: SIGTERM lets an in-flight Configure finish, exits 0, state 
     const m = list.machines.find((x) => x.cluster === "cluster-after-sigterm");
     assert.ok(m, "the configured machine survived the restart");
     assert.deepEqual({ ...m.shard_metadata }, { kept: "yes" });
-    assert.ok(
-      m.state === MachineState.CONFIGURED || m.state === MachineState.FAILED,
-      `state ${m.state}`,
-    );
+    // The Configure began before the signal, so it was accepted, and the stop
+    // waited for its transition (docs/install.md#upgrades-and-restarts).
+    assert.equal(m.state, MachineState.CONFIGURED, m.last_error);
   } finally {
     h2.close();
     await again.stop();

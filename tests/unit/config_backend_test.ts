@@ -49,6 +49,7 @@ Deno.test("backend: a complete real configuration", async () => {
       apiUrl: "https://pve1.example:8006/api2/json",
       tokenId: "bigfleet@pve!autoscaler",
       tokenSecret: SECRET,
+      tokenFile: `${dir}/token`,
       caPem: CERT,
       fingerprint: null,
       pool: "bigfleet",
@@ -205,5 +206,20 @@ Deno.test("backend: offerings must stay on --nodes", async () => {
       [...realArgv(dir), `--offerings=${offers}`],
       /^--offerings: .*zone "pve9" is not one of --nodes/,
     );
+  });
+});
+
+Deno.test("backend: a token file may name its token id (USER@REALM!TOKENID=SECRET), which wins", async () => {
+  await withFiles(async (dir) => {
+    await Deno.writeTextFile(`${dir}/token`, `bigfleet@pve!autoscaler-r2=${SECRET}\n`);
+    const c = await loadConfig(realArgv(dir));
+    assert.equal(c.proxmox?.tokenId, "bigfleet@pve!autoscaler-r2");
+    assert.equal(c.proxmox?.tokenSecret, SECRET);
+    const noFlag = realArgv(dir).filter((a) => !a.startsWith("--proxmox-token-id"));
+    assert.equal((await loadConfig(noFlag)).proxmox?.tokenId, "bigfleet@pve!autoscaler-r2");
+    await Deno.writeTextFile(`${dir}/token`, `not-an-id=${SECRET}\n`);
+    await rejects(realArgv(dir), /--proxmox-token-file: holds an '=' but no USER@REALM!TOKENID/);
+    await Deno.writeTextFile(`${dir}/token`, `${SECRET}\n`);
+    await rejects(noFlag, /--proxmox-token-id: is required .*TOKENID=SECRET/);
   });
 });

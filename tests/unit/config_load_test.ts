@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { loadConfig } from "../../src/config/load.ts";
 import { ConfigError } from "../../src/config/types.ts";
+import { DEFAULT_TIMEOUTS } from "../../src/kit/kit.ts";
 
 const FAKE = ["--use-fake-backend"];
 
@@ -248,4 +249,17 @@ Deno.test("load: offerings and catalog files on disk", async () => {
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("load: --shutdown-timeout defaults past the longest transition timeout; 0 and bad values", async () => {
+  const c = await loadConfig(FAKE);
+  // docs/install.md#upgrades-and-restarts: the longest transition (Drain, 15m) plus the 10 s
+  // calls already on the wire get, with room for the flush.
+  const longest = Math.max(...Object.values(DEFAULT_TIMEOUTS));
+  assert.equal(c.shutdownTimeoutMs, 16 * 60_000);
+  assert.ok(c.shutdownTimeoutMs >= longest + 10_000, "outlasts the longest transition");
+  assert.equal((await loadConfig([...FAKE, "--shutdown-timeout=0"])).shutdownTimeoutMs, 0);
+  assert.equal((await loadConfig([...FAKE, "--shutdown-timeout=90s"])).shutdownTimeoutMs, 90_000);
+  await rejects([...FAKE, "--shutdown-timeout=5"], /--shutdown-timeout.*missing unit/);
+  await rejects([...FAKE, "--shutdown-timeout=-1m"], /--shutdown-timeout.*negative/);
 });

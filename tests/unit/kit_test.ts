@@ -995,11 +995,11 @@ Deno.test("reconcile: an unknown managed VM surfaces IDLE; an in-flight clone is
     hostRef: "zone-a/400",
     cloning: true,
   }]);
-  assert.deepEqual(cloning, { changed: 0, orphans: 0 });
+  assert.deepEqual(cloning, { changed: 0, orphans: 0, rejoined: 0 });
   assert.equal(t.kit.size, 2);
   assert.equal(await byHost(t, "zone-a/400"), undefined, "a cloning VM is not surfaced");
   const found = await reconcileWith(t, [{ machineId: "elsewhere", hostRef: "zone-a/400" }]);
-  assert.deepEqual(found, { changed: 0, orphans: 1 });
+  assert.deepEqual(found, { changed: 0, orphans: 1, rejoined: 0 });
   const orphan = await byHost(t, "zone-a/400");
   assert.equal(orphan?.state, State.Idle);
   const delta = await t.kit.list({
@@ -1011,6 +1011,7 @@ Deno.test("reconcile: an unknown managed VM surfaces IDLE; an in-flight clone is
   assert.deepEqual(await reconcileWith(t, [{ machineId: "elsewhere", hostRef: "zone-a/400" }]), {
     changed: 0,
     orphans: 0,
+    rejoined: 0,
   });
 });
 
@@ -1032,7 +1033,7 @@ Deno.test("reconcile: a deleted orphan leaves the inventory", async () => {
   assert.ok(after.revision > r0);
 });
 
-Deno.test("reconcile: moved VMs are followed only in stable states; nothing else changes", async () => {
+Deno.test("reconcile: moved VMs are followed in stable states and FAILED; a SPECULATIVE slot rejoins its VM", async () => {
   await using t = await startTestKit({ machines: 8 });
   await t.step("create", "m0"); // IDLE
   await steps(t, "m1", ["create", "configure"]); // CONFIGURED
@@ -1046,24 +1047,65 @@ Deno.test("reconcile: moved VMs are followed only in stable states; nothing else
     (await t.kit.list({ states: [], maxResults: 0 })).machines.map((m) => [m.id, m]),
   );
   const vms = t.ids.map((id, i) => ({ machineId: id, hostRef: `moved/${900 + i}` }));
-  assert.deepEqual(await reconcileWith(t, vms), { changed: 2, orphans: 0 });
+  assert.deepEqual(await reconcileWith(t, vms), { changed: 3, orphans: 0, rejoined: 1 });
   for (const id of t.ids) {
     const was = before.get(id)!;
     const now = await t.kit.get(id);
-    const followed = id === "m0" || id === "m1";
-    assert.equal(now.hostRef, followed ? `moved/${900 + Number(id.slice(1))}` : was.hostRef, id);
+    const moved = `moved/${900 + Number(id.slice(1))}`;
+    if (id === "m7") {
+      // Only an older state restored has a slot without its VM: the slot takes it back.
+      assert.deepEqual(now, { ...was, state: State.Idle, hostRef: moved }, id);
+      continue;
+    }
+    const followed = id === "m0" || id === "m1" || id === "m6";
+    assert.equal(now.hostRef, followed ? moved : was.hostRef, id);
     assert.deepEqual({ ...now, hostRef: was.hostRef }, was, `${id}: only the host may change`);
   }
   // A VM that is still being cloned is not followed either.
   const m0 = await t.kit.get("m0");
   assert.deepEqual(
     await reconcileWith(t, [{ machineId: "m0", hostRef: "again/1", cloning: true }]),
-    {
-      changed: 0,
-      orphans: 0,
-    },
+    { changed: 0, orphans: 0, rejoined: 0 },
   );
   assert.equal((await t.kit.get("m0")).hostRef, m0.hostRef);
+});
+
+Deno.test("reconcile: a FAILED Create's VM is recorded on it, clone in flight included, once", async () => {
+  await using t = await startTestKit({ machines: 2 });
+  await t.call("create", "m0");
+  (await t.backend.next("create", "m0")).fail(backendError("clone task failed: agent timeout"));
+  const failed = await t.store.until("m0", State.Failed);
+  assert.equal(failed.hostRef, "", "a failed Create has no host");
+  const r0 = (await t.kit.list({ states: [], maxResults: 0 })).revision;
+  const seen = [{ machineId: "m0", hostRef: "zone-a/700", cloning: true }];
+  assert.deepEqual(await reconcileWith(t, seen), { changed: 1, orphans: 0, rejoined: 0 });
+  const m0 = await t.kit.get("m0");
+  assert.deepEqual(m0, { ...failed, hostRef: "zone-a/700" }, "only the host is added");
+  const delta = await t.kit.list({
+    states: [],
+    maxResults: 0,
+    sinceRevision: enc.encode(String(r0)),
+  });
+  assert.deepEqual(ids(delta.machines), ["m0"], "the change bumps the revision like any other");
+  assert.deepEqual(t.kit.countFailed(), { withHost: 1, withoutHost: 0 });
+  // Seen again (done cloning now): nothing changes, nothing is written.
+  const check = await untouched(t);
+  const again = [{ machineId: "m0", hostRef: "zone-a/700" }];
+  assert.deepEqual(await reconcileWith(t, again), { changed: 0, orphans: 0, rejoined: 0 });
+  await check("a FAILED machine seen again");
+  assert.equal(t.backend.calls.filter((c) => c.kind === "delete").length, 0, "nothing destroyed");
+});
+
+Deno.test("reconcile: a SPECULATIVE slot that changed while the backend described is left alone", async () => {
+  await using t = await startTestKit({ machines: 2 });
+  await t.step("create", "m0");
+  const pass = t.kit.reconcile(new AbortController().signal);
+  const describing = await t.backend.nextDescribe();
+  // A Delete completes while the listing (which still shows the VM) is on its way.
+  await t.step("delete", "m0");
+  describing.succeed([{ machineId: "m0", hostRef: "zone-a/100" }]);
+  assert.deepEqual(await pass, { changed: 0, orphans: 0, rejoined: 0 });
+  assert.equal((await t.kit.get("m0")).state, State.Speculative);
 });
 
 Deno.test("reconcile: nothing changed means no write and no revision bump (B908, B1105)", async () => {
@@ -1078,10 +1120,10 @@ Deno.test("reconcile: nothing changed means no write and no revision bump (B908,
   assert.equal(vms.length, 3);
   const check = await untouched(t);
   const { revision } = await t.kit.list({ states: [], maxResults: 0 });
-  assert.deepEqual(await reconcileWith(t, vms), { changed: 0, orphans: 0 });
+  assert.deepEqual(await reconcileWith(t, vms), { changed: 0, orphans: 0, rejoined: 0 });
   assert.deepEqual(
     await reconcileWith(t, []),
-    { changed: 0, orphans: 0 },
+    { changed: 0, orphans: 0, rejoined: 0 },
     "a VM gone is not a change",
   );
   await check("an idle reconcile");
@@ -1150,4 +1192,146 @@ Deno.test("close: with nothing running, a long wait does not delay it", async ()
   await using t = await startTestKit();
   await t.step("create", "m0");
   assert.equal(await settlesNow(t.kit.close(60_000)), true);
+});
+
+// ---- finish(): the first step of a graceful stop ------------------------------
+
+Deno.test("finish: lifecycle calls are refused UNAVAILABLE and change nothing; reads still answer", async () => {
+  await using t = await startTestKit();
+  await t.step("create", "m0");
+  await t.call("create", "m1");
+  const job = await t.backend.next("create", "m1");
+  const ac = new AbortController();
+  const finishing = t.kit.finish(ac.signal);
+  assert.equal(await settlesNow(finishing), false, "finish waits for the running create");
+  const writes = t.store.writes;
+  await rejects(t.call("configure", "m0"), Code.Unavailable, "configure while finishing");
+  await rejects(t.call("create", "m2"), Code.Unavailable, "create while finishing");
+  await rejects(t.kit.reconcile(new AbortController().signal), Code.Unavailable, "reconcile");
+  assert.equal(t.store.writes, writes, "a refused call writes nothing");
+  assert.equal((await t.kit.get("m2")).state, State.Speculative);
+  assert.equal((await t.kit.list({ states: [], maxResults: 0 })).machines.length, 4);
+  job.succeed();
+  assert.deepEqual(await finishing, [], "nothing left running");
+  assert.equal((await t.kit.get("m1")).state, State.Idle);
+});
+
+Deno.test("finish: an abort ends the wait and names the machines still running", async () => {
+  await using t = await startTestKit();
+  await t.call("create", "m0");
+  await t.call("create", "m1");
+  await t.backend.next("create", "m0");
+  (await t.backend.next("create", "m1")).succeed();
+  await t.store.until("m1", State.Idle);
+  await nextTurn(); // the finished one leaves the running set just after its write
+  assert.equal(t.kit.running, 1);
+  const ac = new AbortController();
+  const finishing = t.kit.finish(ac.signal);
+  ac.abort();
+  assert.deepEqual(await finishing, ["m0"]);
+});
+
+// ---- recover(): an operator's way out of FAILED ------------------------------------
+
+async function failedCreate(t: TestKit, id: string): Promise<MachineRecord> {
+  await t.call("create", id);
+  (await t.backend.next("create", id)).fail(backendError("clone failed"));
+  return await t.store.until(id, State.Failed);
+}
+
+const USABLE = { hostRef: "zone-a/800", summary: "VM 800 on zone-a: running", problems: [] };
+
+Deno.test("recover: refused for an unknown id, a machine not FAILED, and adopting a FAILED Configure", async () => {
+  await using t = await startTestKit();
+  await t.step("create", "m0");
+  await stepsThenFail(t, "m1", ["create"], "configure");
+  const check = await untouched(t);
+  await rejects(
+    t.kit.recover({ machineId: "nope", action: "destroy", apply: true }),
+    Code.NotFound,
+    "unknown",
+  );
+  for (const action of ["destroy", "adopt"] as const) {
+    await rejects(
+      t.kit.recover({ machineId: "m0", action, apply: true }),
+      Code.FailedPrecondition,
+      `${action} of an IDLE machine`,
+    );
+  }
+  t.backend.setInspection("m1", USABLE);
+  await rejects(
+    t.kit.recover({ machineId: "m1", action: "adopt", apply: true }),
+    Code.FailedPrecondition,
+    "adopting a FAILED Configure",
+  );
+  await check("a refused recovery");
+});
+
+Deno.test("recover --destroy: a dry run does nothing; applied, the VM found is destroyed and the slot SPECULATIVE", async () => {
+  await using t = await startTestKit();
+  const failed = await failedCreate(t, "m0");
+  t.backend.setInspection("m0", USABLE);
+  const check = await untouched(t);
+  const dry = await t.kit.recover({ machineId: "m0", action: "destroy", apply: false });
+  assert.deepEqual([dry.applied, dry.after], [false, null]);
+  assert.match(dry.plan, /stop and destroy VM 800 on zone-a: running; return m0 to SPECULATIVE/);
+  await check("a dry run");
+  const r0 = (await t.kit.list({ states: [], maxResults: 0 })).revision;
+  const applying = t.kit.recover({ machineId: "m0", action: "destroy", apply: true });
+  const job = await t.backend.next("delete", "m0");
+  assert.equal(
+    job.hostRef,
+    "zone-a/800",
+    "the VM found is destroyed, not the empty host on record",
+  );
+  job.succeed();
+  const done = await applying;
+  assert.deepEqual(done.after, {
+    ...failed,
+    state: State.Speculative,
+    hostRef: "",
+    lastError: "",
+  });
+  assert.deepEqual(await t.kit.get("m0"), done.after);
+  assert.ok((await t.kit.list({ states: [], maxResults: 0 })).revision > r0, "revision bumped");
+  await t.step("create", "m0"); // back in service
+});
+
+Deno.test("recover --adopt: only a usable host; then IDLE on it, and a replayed Create answers OK", async () => {
+  await using t = await startTestKit();
+  const failed = await failedCreate(t, "m0");
+  await rejects(
+    t.kit.recover({ machineId: "m0", action: "adopt", apply: true }),
+    Code.FailedPrecondition,
+    "no host",
+  );
+  t.backend.setInspection("m0", { ...USABLE, problems: ["it is stopped, not running"] });
+  await assert.rejects(
+    t.kit.recover({ machineId: "m0", action: "adopt", apply: true }),
+    /cannot adopt m0 \(VM 800 on zone-a: running\): it is stopped, not running/,
+  );
+  t.backend.setInspection("m0", USABLE);
+  const done = await t.kit.recover({ machineId: "m0", action: "adopt", apply: true });
+  assert.deepEqual(done.after, {
+    ...failed,
+    state: State.Idle,
+    hostRef: "zone-a/800",
+    lastError: "",
+  });
+  const replay = await t.call("create", "m0");
+  assert.equal(replay.operationId, failed.ops.create, "the Create that failed now stands");
+  assert.equal(replay.machine.state, State.Idle);
+});
+
+Deno.test("recover: a graceful stop waits for a recovery under way", async () => {
+  await using t = await startTestKit();
+  await failedCreate(t, "m0");
+  t.backend.setInspection("m0", USABLE);
+  const applying = t.kit.recover({ machineId: "m0", action: "destroy", apply: true });
+  const job = await t.backend.next("delete", "m0");
+  const finishing = t.kit.finish(new AbortController().signal);
+  assert.equal(await settlesNow(finishing), false, "finish waits for the destroy");
+  job.succeed();
+  assert.deepEqual(await finishing, []);
+  assert.equal((await applying).after?.state, State.Speculative);
 });

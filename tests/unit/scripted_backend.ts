@@ -11,7 +11,7 @@
 // here sleeps.
 
 import { BackendError } from "../../src/kit/backend.ts";
-import type { Backend, ManagedVm, SlotSpec } from "../../src/kit/backend.ts";
+import type { Backend, HostInspection, ManagedVm, SlotSpec } from "../../src/kit/backend.ts";
 import { startKit } from "../../src/kit/kit.ts";
 import type { Ack, Kit, Timeouts } from "../../src/kit/kit.ts";
 import type { Token } from "../../src/kit/fence.ts";
@@ -73,6 +73,8 @@ export interface ScriptedBackend {
   nextDescribe(): Promise<DescribeCall>;
   /** Calls not yet settled. */
   open(): AnyCall[];
+  /** What `inspect` answers for a machine from now on (null, the default: no host). */
+  setInspection(machineId: string, found: HostInspection | null): void;
 }
 
 interface Scripted extends ScriptedBackend {
@@ -105,6 +107,7 @@ function scriptedBackend(): Scripted {
   const waiting: { kind: CallKind; id?: string; take: (c: AnyCall) => void }[] = [];
   let nextHost = 100;
   let closed = false;
+  const inspections = new Map<string, HostInspection | null>();
 
   function arrive(kind: CallKind, call: AnyCall): void {
     const entry = { kind, call, taken: false };
@@ -231,6 +234,7 @@ function scriptedBackend(): Scripted {
       arrive("describe", call);
       return d.promise;
     },
+    inspect: (m) => Promise.resolve(inspections.get(m.machineId) ?? null),
     close() {
       closed = true;
       return Promise.resolve();
@@ -246,6 +250,7 @@ function scriptedBackend(): Scripted {
     next: (kind, machineId) => take(kind, machineId) as Promise<BackendCall>,
     nextDescribe: () => take("describe") as Promise<DescribeCall>,
     open: () => all.map((e) => e.call).filter((c) => !c.settled),
+    setInspection: (id, found) => inspections.set(id, found),
   };
 }
 

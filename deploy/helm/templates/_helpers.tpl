@@ -105,6 +105,22 @@ applied. The fake backend needs none of this.
 {{- end -}}
 
 {{/*
+The pod's terminationGracePeriodSeconds: 30 s above --shutdown-timeout unless
+set, and never at or below it (Kubernetes would SIGKILL a stop in progress).
+*/}}
+{{- define "bigfleet-proxmox.terminationGrace" -}}
+{{- $stop := .Values.shutdownTimeoutSeconds | int -}}
+{{- $grace := .Values.terminationGracePeriodSeconds -}}
+{{- if kindIs "invalid" $grace -}}
+{{- add $stop 30 -}}
+{{- else if le ($grace | int) $stop -}}
+{{- fail (printf "bigfleet-proxmox: terminationGracePeriodSeconds (%d) must exceed shutdownTimeoutSeconds (%d), or Kubernetes kills the provider while it waits for running transitions; leave it null for %d" ($grace | int) $stop (add $stop 30)) -}}
+{{- else -}}
+{{- $grace | int -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 JSON file content from a values field: a string (e.g. from --set-file) is used
 verbatim; a YAML list/map written inline in values is rendered as JSON.
 */}}

@@ -83,6 +83,7 @@ ReadWriteOnce volume) and preflight only checks the cluster.
 {{- if not $v.reflection }}
 - "--reflection=false"
 {{- end }}
+- {{ printf "--shutdown-timeout=%ds" ($v.shutdownTimeoutSeconds | int) | quote }}
 {{- if $v.tls.enabled }}
 - {{ printf "--tls-cert=%s/tls.crt" (include "bigfleet-proxmox.tlsDir" $root) | quote }}
 - {{ printf "--tls-key=%s/tls.key" (include "bigfleet-proxmox.tlsDir" $root) | quote }}
