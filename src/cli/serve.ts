@@ -4,6 +4,7 @@
 // nothing is served. A graceful stop exits 0; a second signal during it exits
 // 1 at once.
 
+import { getLogger } from "@logtape/logtape";
 import { FLAG_TABLE, parseArgv } from "../config/flags.ts";
 import { loadConfig } from "../config/load.ts";
 import { ConfigError } from "../config/types.ts";
@@ -21,6 +22,8 @@ import {
   write,
 } from "./command.ts";
 import { versionText } from "./version_cmd.ts";
+
+const log = getLogger(["bigfleet", "config"]);
 
 export const serve: Command = {
   name: "serve",
@@ -52,7 +55,6 @@ async function runServe(args: string[], ctx: Context): Promise<number> {
     if (e instanceof ConfigError) return fail(e.message, EXIT_USAGE);
     throw e;
   }
-  setupLogging();
   let config;
   try {
     config = await loadConfig(args);
@@ -60,6 +62,8 @@ async function runServe(args: string[], ctx: Context): Promise<number> {
     if (e instanceof ConfigError) return fail(e.message, EXIT_USAGE);
     throw e;
   }
+  setupLogging(config.log);
+  for (const warning of config.warnings) log.warn(warning);
   const metrics = createMetrics();
   installCrashGuards(metrics);
   let app;

@@ -24,8 +24,13 @@ function isJsonRecord(line: string): boolean {
 }
 
 /** Refused: non-zero exit, exactly one non-empty stderr line matching `re`, port never served. */
-async function assertRefused(args: string[], re: RegExp, port = freePort()) {
-  const r = await runUntilExit([`--addr=127.0.0.1:${port}`, ...args], { watchPort: port });
+async function assertRefused(
+  args: string[],
+  re: RegExp,
+  port = freePort(),
+  env?: Record<string, string>,
+) {
+  const r = await runUntilExit([`--addr=127.0.0.1:${port}`, ...args], { watchPort: port, env });
   assert.notEqual(r.code, null, `still running after 20 s; stderr:\n${tail(r.stderr)}`);
   assert.notEqual(r.code, 0, "exit code 0 for a refused start");
   const lines = r.stderr.split("\n").filter((l) => l.trim() !== "");
@@ -248,6 +253,169 @@ Deno.test({
         w.machine.host?.ref ?? "",
         new RegExp(`^${w.machine.zone}/[0-9]+$`),
         "host ref is <node>/<vmid>",
+      );
+    } finally {
+      h.close();
+      await p.stop();
+    }
+  },
+});
+
+/** Polls `cond` every 20 ms until it holds; fails after `ms` saying what was awaited. */
+async function until(cond: () => boolean, what: string, ms = 10_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+Deno.test({
+  name: "[startup] the fake backend with a cluster's --proxmox-api-url is refused, naming both",
+  async fn() {
+    const url = "--proxmox-api-url=https://pve1.example.invalid:8006/api2/json";
+    await assertRefused(
+      fakeProviderArgs({ seed: 8, extra: [url] }),
+      /^error: --use-fake-backend conflicts with --proxmox-api-url: the fake backend never talks to Proxmox/,
+    );
+    await assertRefused(
+      ["--proxmox-backend=fake", "--metrics-addr=", url],
+      /^error: --proxmox-backend=fake conflicts with --proxmox-api-url/,
+    );
+  },
+});
+
+Deno.test({
+  name:
+    "[startup] an unknown field in the offerings or catalog is refused, naming file, field and the near one",
+  async fn() {
+    const dir = await Deno.makeTempDir({ prefix: "bfconf-startup-" });
+    try {
+      const offers = `${dir}/offerings.json`;
+      await Deno.writeTextFile(
+        offers,
+        JSON.stringify([{ instance_type: "pve.large", zone: "pve-a", count: 2, resoruces: {} }]),
+      );
+      const line = await assertRefused(
+        fakeProviderArgs({ seed: 8, extra: [`--offerings=${offers}`] }),
+        /^error: --offerings: ".*offerings\.json": offering 0: unknown field "resoruces" \(did you mean "resources"\?\)$/,
+      );
+      assert.ok(line.includes(offers), line);
+      const types = `${dir}/types.json`;
+      await Deno.writeTextFile(types, JSON.stringify({ "pve.large": { vcpu: 8, memroy_mib: 1 } }));
+      await assertRefused(
+        fakeProviderArgs({ seed: 8, extra: [`--instance-types=${types}`] }),
+        /^error: --instance-types: ".*types\.json": instance type "pve\.large": unknown field "memroy_mib" \(did you mean "memory_mib"\?\)$/,
+      );
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
+  name: "[startup] a catalog that is not JSON says in words what was expected where",
+  async fn() {
+    const dir = await Deno.makeTempDir({ prefix: "bfconf-startup-" });
+    try {
+      const types = `${dir}/types.yaml`;
+      await Deno.writeTextFile(types, "name: pve.large\nvcpu: 8\n");
+      await assertRefused(
+        fakeProviderArgs({ seed: 8, extra: [`--instance-types=${types}`] }),
+        /^error: --instance-types: ".*types\.yaml": expected a JSON value \(an object, array, string, number, true, false or null\) but found "name:" at line 1 column 1$/,
+      );
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
+  name: "[startup] empty offerings serve 0 machines, and say so with a WARN line",
+  async fn() {
+    const dir = await Deno.makeTempDir({ prefix: "bfconf-startup-" });
+    const offers = `${dir}/empty.json`;
+    await Deno.writeTextFile(offers, "[]\n");
+    const p = await startProvider({
+      args: fakeProviderArgs({ seed: 8, extra: [`--offerings=${offers}`] }),
+    });
+    const h = new Harness(p.addr);
+    try {
+      assert.equal((await h.list()).machines.length, 0);
+      const warned = () =>
+        p.stderr().split("\n").filter(isJsonRecord).map((l) => JSON.parse(l)).find((r) =>
+          r.level === "WARN" && r.message.includes("defines no offerings")
+        );
+      await until(() => warned() !== undefined, "the empty-offerings WARN");
+      assert.match(warned().message, /serves 0 machines/);
+      assert.ok(warned().message.includes(offers));
+    } finally {
+      h.close();
+      await p.stop();
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "[startup] BIGFLEET_LOG_LEVEL takes the level as the logs print it (WARN, warning, wrn); unknown is refused",
+  async fn() {
+    for (const spelling of ["warn", "WARN", "warning", "wrn"]) {
+      const p = await startProvider({
+        args: fakeProviderArgs({ seed: 8 }),
+        env: { BIGFLEET_LOG_LEVEL: spelling },
+      });
+      const h = new Harness(p.addr);
+      try {
+        await h.list();
+        const records = () => p.stderr().split("\n").filter(isJsonRecord).map((l) => JSON.parse(l));
+        // The fake's WARN comes before the port opens; no INFO line (inventory, serving) may show.
+        await until(() => records().some((r) => r.level === "WARN"), `${spelling}: the WARN line`);
+        assert.deepEqual(
+          records().filter((r) => r.level === "INFO").map((r) => r.message),
+          [],
+          `${spelling}: INFO lines at level ${spelling}`,
+        );
+      } finally {
+        h.close();
+        await p.stop();
+      }
+    }
+    await assertRefused(
+      fakeProviderArgs({ seed: 8 }),
+      /^error: BIGFLEET_LOG_LEVEL: unknown log level "verbose" \(want trace, debug, info, warn, error or fatal\)$/,
+      freePort(),
+      { BIGFLEET_LOG_LEVEL: "verbose" },
+    );
+    await assertRefused(
+      fakeProviderArgs({ seed: 8, extra: ["--log-level=loud"] }),
+      /^error: --log-level: unknown log level "loud"/,
+    );
+  },
+});
+
+Deno.test({
+  name: "[startup] --log-format=text writes one readable line per record, fields as key=value",
+  async fn() {
+    const p = await startProvider({
+      args: fakeProviderArgs({ seed: 8, extra: ["--log-format=text"] }),
+    });
+    const h = new Harness(p.addr);
+    try {
+      await h.walkToIdle();
+      const serving = () =>
+        p.stderr().split("\n").find((l) => l.includes("serving CapacityProvider"));
+      await until(() => serving() !== undefined, "the serving line");
+      assert.match(
+        serving()!,
+        /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z INFO {2}bigfleet: serving CapacityProvider .*\bproxmox_backend=fake\b.*\bmachines=8\b/,
+      );
+      const lines = p.stderr().split("\n").filter((l) => l.trim() !== "");
+      assert.ok(lines.every((l) => !isJsonRecord(l)), "no JSON line");
+      assert.ok(
+        lines.every((l) => /^\S+Z (TRACE|DEBUG|INFO |WARN |ERROR|FATAL) bigfleet[\w.-]*: /.test(l)),
+        lines.join("\n"),
       );
     } finally {
       h.close();

@@ -21,7 +21,9 @@ Deno.test("flags: defaults match product.md §3", () => {
   assert.equal(f["metrics-addr"], ":9090");
   assert.equal(f.reflection, true);
   assert.equal(f.state, "");
-  assert.equal(Object.keys(FLAG_TABLE).length, 31);
+  assert.equal(f["log-level"], "");
+  assert.equal(f["log-format"], "");
+  assert.equal(Object.keys(FLAG_TABLE).length, 33);
 });
 
 Deno.test("flags: every Go-style value syntax", () => {
