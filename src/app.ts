@@ -142,7 +142,8 @@ export async function startApp(config: Config, opts: AppOptions = {}): Promise<A
   };
 }
 
-async function createBackend(
+/** The backend the config selects, with the real one's startup checks (also for `smoke`). */
+export async function createBackend(
   config: Config,
   metrics: Metrics,
   timeouts: Timeouts,
