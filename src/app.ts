@@ -79,7 +79,9 @@ export async function startApp(config: Config, opts: AppOptions = {}): Promise<A
       store,
       slots: config.slots,
       timeouts,
+      observer: metrics.fleet,
     });
+    metrics.transitionTimeouts(timeouts);
     server = await startGrpcServer({
       kit: opts.wrapKit ? opts.wrapKit(kit) : kit,
       provider: config.provider,

@@ -22,6 +22,7 @@ import { describeChange } from "./capacity.ts";
 import { EDGES, State, STATE_NAMES } from "./model.ts";
 import type { MachineRecord, OpKind, Pairs, Slot } from "./model.ts";
 import type { StateStore } from "./store.ts";
+import { createTransitionLog, type KitObserver } from "./transitions.ts";
 
 export interface Timeouts {
   create: number;
@@ -39,6 +40,8 @@ export interface KitOptions {
   timeouts?: Partial<Timeouts>;
   /** Largest shard_metadata (keys + values, UTF-8 bytes) accepted. */
   maxMetadataBytes?: number;
+  /** Told about every record change and transition (metrics). */
+  observer?: KitObserver;
 }
 
 export interface Call {
@@ -143,7 +146,13 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
   // A restored fleet keeps its records as they are on disk (only the revision
   // and what boot changed are written); a new one is written whole. All of it
   // happens in this synchronous step, so the store commits it as one write.
-  const fleet = createFleet(store, boot.restored ? boot.machines : [], boot.rev);
+  const fleet = createFleet(
+    store,
+    boot.restored ? boot.machines : [],
+    boot.rev,
+    opts.observer?.machineChanged,
+  );
+  const transitions = createTransitionLog(opts.observer);
   if (boot.restored) {
     store.putRevision(boot.rev);
     for (const m of boot.updates) fleet.put(m);
@@ -174,8 +183,8 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
   });
   for (const m of boot.capacity?.mismatched ?? []) {
     log.warn(
-      "slot {id} now names {now} but the machine is {was}: left as it is (delete it to re-create)",
-      { ...m },
+      "slot {machineId} now names {now} but the machine is {was}: left as it is (delete it to re-create)",
+      { machineId: m.id, now: m.now, was: m.was },
     );
   }
 
@@ -373,6 +382,7 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
     };
     const entered = rule.enter ? rule.enter(via, call) : via;
     fleet.put(entered);
+    transitions.started(kind, entered, opId, call.token);
     const ms = timeouts[kind];
     const settled: Promise<void> = withDeadline(
       ms,
@@ -400,15 +410,20 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
     const edge = EDGES[kind];
     // Stale: the machine left this transition (timed out, restarted) meanwhile.
     if (!m || m.state !== edge.via || m.ops[kind] !== opId) {
-      log.debug("discarding stale {kind} completion for {id}", { kind, id, opId });
+      log.debug("discarding stale {kind} completion for {machineId}", {
+        kind,
+        machineId: id,
+        operationId: opId,
+      });
       return;
     }
     if (err !== null) {
       const message = err instanceof Error ? err.message : String(err);
       const lastError = (message.startsWith(kind) ? message : `${kind} failed: ${message}`)
         .slice(0, MAX_ERROR_CHARS);
-      log.warn("{kind} of {id} failed: {error}", { kind, id, opId, error: lastError });
-      fleet.put({ ...m, state: State.Failed, lastError });
+      const failed: MachineRecord = { ...m, state: State.Failed, lastError };
+      fleet.put(failed);
+      transitions.ended(kind, failed, opId, lastError);
       return;
     }
     const landed: MachineRecord = { ...m, ...patch, state: edge.to };
@@ -416,6 +431,7 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
     const next = done ? done(landed) : landed;
     if (next === null) fleet.remove(id);
     else fleet.put(next);
+    transitions.ended(kind, next ?? landed, opId, null);
   }
 
   // ---- the kit -----------------------------------------------------------
