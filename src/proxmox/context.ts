@@ -35,6 +35,8 @@ export interface Timing {
   probeTimeoutMs: number;
   /** Bound of the startup template check; what it cannot check by then is left to Create. */
   startupCheckMs: number;
+  /** Waits between checks of --nodes when the API did not answer at startup. */
+  nodeRecheck: Backoff;
 }
 
 export interface ProxmoxDeps {
@@ -79,6 +81,7 @@ export const DEFAULT_TIMING: Timing = {
   raceAttempts: 5,
   probeTimeoutMs: 15_000,
   startupCheckMs: 30_000,
+  nodeRecheck: { initialMs: 5_000, maxMs: 60_000 },
 };
 
 /** The context of one backend (or preflight) run: nothing cloning, known or down yet. */

@@ -14,6 +14,7 @@ import {
   startProvider,
   tail,
 } from "../harness/mod.ts";
+import { type Simulator, startSimulator } from "../pvesim/mod.ts";
 
 function isJsonRecord(line: string): boolean {
   try {
@@ -420,6 +421,90 @@ Deno.test({
     } finally {
       h.close();
       await p.stop();
+    }
+  },
+});
+
+/** Flags of the real backend against `sim`, with `nodes`; the token in a file under `dir`. */
+async function simArgs(sim: Simulator, dir: string, nodes: string): Promise<string[]> {
+  const token = `${dir}/token`;
+  await Deno.writeTextFile(token, sim.tokenSecret + "\n");
+  return [
+    "--provider=nodes",
+    `--proxmox-api-url=${sim.url}`,
+    `--proxmox-token-id=${sim.tokenId}`,
+    `--proxmox-token-file=${token}`,
+    `--proxmox-ca-file=${sim.caFile}`,
+    "--proxmox-pool=bigfleet",
+    `--nodes=${nodes}`,
+    "--seed-count=4",
+    "--metrics-addr=",
+    "--reconcile-interval=0",
+  ];
+}
+
+Deno.test({
+  name: "[startup] a --nodes entry the cluster lacks is refused, naming it and the nodes there are",
+  async fn() {
+    const sim = await startSimulator({});
+    const dir = await Deno.makeTempDir({ prefix: "bfconf-nodes-" });
+    try {
+      await assertRefused(
+        await simArgs(sim, dir, "pve1,pve9"),
+        /^error: node "pve9" in --nodes is not a node of this Proxmox cluster \(it has pve1, pve2\): correct --nodes/,
+      );
+      assert.equal(sim.requests.filter((q) => q.method !== "GET").length, 0, "nothing was created");
+    } finally {
+      await sim.close();
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "[startup] when the node list does not answer: a WARN, serving, a check once it answers; an unknown node then fails its zone's Creates clearly",
+  async fn() {
+    const sim = await startSimulator({});
+    // GET /nodes answers like a proxy that lost the node (596) until the rule is cleared.
+    sim.faults.http596 = [{ path: /^\/nodes$/, method: "GET", count: 1_000, delayMs: 0 }];
+    const dir = await Deno.makeTempDir({ prefix: "bfconf-nodes-" });
+    const p = await startProvider({ args: await simArgs(sim, dir, "pve1,pve9") });
+    const h = new Harness(p.addr);
+    try {
+      const records = () => p.stderr().split("\n").filter(isJsonRecord).map((l) => JSON.parse(l));
+      await until(
+        () =>
+          records().some((r) =>
+            r.level === "WARN" && /could not list the cluster's nodes/.test(r.message)
+          ),
+        "the WARN that --nodes could not be checked",
+      );
+      sim.faults.http596 = [];
+      await until(
+        () =>
+          records().some((r) =>
+            r.level === "ERROR" && /node "pve9" in --nodes is not a node/.test(r.message)
+          ),
+        "the ERROR once the check ran",
+        30_000,
+      );
+      const pve9 = (await h.list()).machines.find((m) => m.zone === "pve9")!;
+      await h.create(pve9.id);
+      const failed = await h.mustReach(pve9.id, St.FAILED);
+      assert.match(
+        failed.last_error,
+        /^create failed: zone pve9: node "pve9" in --nodes is not a node of this Proxmox cluster \(it has pve1, pve2\)/,
+      );
+      // The zones that exist keep working.
+      const pve1 = (await h.list()).machines.find((m) => m.zone === "pve1")!;
+      await h.create(pve1.id);
+      await h.mustReach(pve1.id, St.IDLE);
+    } finally {
+      h.close();
+      await p.stop();
+      await sim.close();
+      await Deno.remove(dir, { recursive: true });
     }
   },
 });
