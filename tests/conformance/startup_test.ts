@@ -15,6 +15,7 @@ import {
   tail,
 } from "../harness/mod.ts";
 import { type Simulator, startSimulator } from "../pvesim/mod.ts";
+import { providerArgs } from "../proxmox/helpers.ts";
 
 function isJsonRecord(line: string): boolean {
   try {
@@ -425,22 +426,11 @@ Deno.test({
   },
 });
 
-/** Flags of the real backend against `sim`, with `nodes`; the token in a file under `dir`. */
+/** Flags of the real backend against `sim`, with `nodes` (the later flag wins); the token under `dir`. */
 async function simArgs(sim: Simulator, dir: string, nodes: string): Promise<string[]> {
   const token = `${dir}/token`;
   await Deno.writeTextFile(token, sim.tokenSecret + "\n");
-  return [
-    "--provider=nodes",
-    `--proxmox-api-url=${sim.url}`,
-    `--proxmox-token-id=${sim.tokenId}`,
-    `--proxmox-token-file=${token}`,
-    `--proxmox-ca-file=${sim.caFile}`,
-    "--proxmox-pool=bigfleet",
-    `--nodes=${nodes}`,
-    "--seed-count=4",
-    "--metrics-addr=",
-    "--reconcile-interval=0",
-  ];
+  return [...providerArgs(sim, token), `--nodes=${nodes}`, "--reconcile-interval=0"];
 }
 
 Deno.test({
