@@ -10,6 +10,7 @@ import type { Command } from "../../src/cli/command.ts";
 import { FLAG_TABLE } from "../../src/config/flags.ts";
 import { Harness, MachineState, startProvider } from "../harness/mod.ts";
 import { REPO_ROOT } from "../harness/process.ts";
+import { spawnStandalone } from "../pvesim/standalone.ts";
 import { cli, lines } from "./helpers.ts";
 
 const PAGE = `${REPO_ROOT}docs/try-it.md`;
@@ -56,30 +57,11 @@ Deno.test({
     const serve = sh.find((l) => l.startsWith("bigfleet-proxmox $PVESIM_FLAGS --provider="))!;
     const own = serve.split(/\s+/).slice(2);
 
-    const task =
-      (JSON.parse(await Deno.readTextFile(`${REPO_ROOT}deno.json`)).tasks.pvesim as string)
-        .split(" ").map((w, i) => (i === 0 ? Deno.execPath() : w));
-    const sim = new Deno.Command(task[0], {
-      args: [...task.slice(1), "--port=0"],
-      cwd: REPO_ROOT,
-      stdout: "piped",
-      stderr: "null",
-      stdin: "null",
-    }).spawn();
-    const timer = setTimeout(() => sim.kill("SIGKILL"), 120_000);
+    const sim = await spawnStandalone(["--port=0"]);
     const dir = await Deno.makeTempDir({ prefix: "bf-try-it-" });
     let proc;
     try {
-      const reader = sim.stdout.pipeThrough(new TextDecoderStream()).getReader();
-      let out = "";
-      while (!/^provider flags: .*\n/m.test(out)) {
-        const { value, done } = await reader.read();
-        if (done) throw new Error(`pvesim ended before printing its flags:\n${out}`);
-        out += value;
-      }
-      reader.releaseLock();
-      sim.stdout.cancel().catch(() => {});
-      const flags = lines(out).find((l) => l.startsWith("provider flags: "))!.slice(16).split(" ");
+      const flags = sim.flags;
       // As the page runs it, with the state in a scratch folder and no metrics port to collide.
       const args = [
         ...flags,
@@ -110,10 +92,9 @@ Deno.test({
         /INFO {2}bigfleet\.kit: configure of \S+ landed CONFIGURED after/,
       );
     } finally {
-      clearTimeout(timer);
       await proc?.stop();
-      sim.kill("SIGTERM");
-      await sim.status;
+      sim.child.kill("SIGTERM");
+      await sim.child.status;
       await Deno.remove(dir, { recursive: true });
     }
   },
