@@ -1,7 +1,8 @@
 // docs/try-it.md, followed: the standalone simulator (`deno task pvesim`'s
 // command), the provider started with the flags it prints and the page's
-// own flags, the page's machine walked to CONFIGURED with the page's Create
-// and Configure (the calls its grpcurl lines make), and `machines get`
+// own flags, the page's machine walked to CONFIGURED by the page's grpcurl
+// lines run in bash (where grpcurl is not installed, by the same two calls
+// from the test's client, with a line saying so), and `machines get`
 // showing it. The page's command lines use only flags the binary has.
 
 import assert from "node:assert/strict";
@@ -31,6 +32,20 @@ function commandFlags(cmds: readonly Command[]): Set<string> {
   };
   cmds.forEach(visit);
   return out;
+}
+
+/** grpcurl on PATH or in Go's bin folder; null when there is none. */
+async function findGrpcurl(): Promise<string | null> {
+  const candidates = [
+    ...(Deno.env.get("PATH") ?? "").split(":").map((d) => `${d}/grpcurl`),
+    `${Deno.env.get("HOME")}/go/bin/grpcurl`,
+  ];
+  for (const c of candidates) {
+    try {
+      if ((await Deno.stat(c)).isFile) return c;
+    } catch { /* not there */ }
+  }
+  return null;
 }
 
 Deno.test("try-it: every bigfleet-proxmox and pvesim command line on the page uses flags the binary has", async () => {
@@ -74,10 +89,40 @@ Deno.test({
         const ids = (await h.list()).machines.map((m) => m.id);
         assert.equal(ids.length, 4, ids.join(" "));
         assert.ok(ids.includes(id), `${id} is one of ${ids.join(" ")}`);
-        await h.create(id);
+        const grpcurl = await findGrpcurl();
+        const calls = sh.filter((l) => l.startsWith("$GRPCURL "));
+        assert.deepEqual(calls.map((l) => l.split(" ").at(-1)), [
+          "bigfleet.v1alpha1.CapacityProvider/Create",
+          "bigfleet.v1alpha1.CapacityProvider/Configure",
+        ]);
+        // The page's own lines, in bash, against this provider's port.
+        const run = async (call: string) => {
+          const script = [
+            ...sh.filter((l) => /^(ID|BLOB|GRPCURL)=/.test(l)),
+            call.replace("127.0.0.1:9000", proc!.addr),
+          ].join("\n");
+          const out = await new Deno.Command("bash", {
+            args: ["-c", script],
+            cwd: REPO_ROOT,
+            env: {
+              PATH: `${grpcurl!.slice(0, grpcurl!.lastIndexOf("/"))}:${Deno.env.get("PATH")}`,
+            },
+            stdout: "piped",
+            stderr: "piped",
+          }).output();
+          assert.ok(out.success, new TextDecoder().decode(out.stderr));
+        };
+        if (grpcurl === null) {
+          console.log(
+            "skip: grpcurl is not installed; the page's two calls are made by the test's client",
+          );
+          await h.create(id);
+        } else await run(calls[0]);
         await h.mustReach(id, MachineState.IDLE);
-        const blob = new TextEncoder().encode("#!/bin/sh\necho joining cluster try\n");
-        await h.configure(id, "try", undefined, undefined, blob);
+        if (grpcurl === null) {
+          const blob = new TextEncoder().encode("#!/bin/sh\necho joining cluster try\n");
+          await h.configure(id, "try", undefined, undefined, blob);
+        } else await run(calls[1]);
         await h.mustReach(id, MachineState.CONFIGURED);
       } finally {
         h.close();
