@@ -36,9 +36,13 @@ const boot = (observed: boolean) =>
     observer: observed ? createMetrics().fleet : undefined,
   });
 
-Deno.bench("boot 100k machines, no observer", { group: "boot", baseline: true, n: 12 }, async () => {
-  await (await boot(false)).close();
-});
+Deno.bench(
+  "boot 100k machines, no observer",
+  { group: "boot", baseline: true, n: 12 },
+  async () => {
+    await (await boot(false)).close();
+  },
+);
 
 Deno.bench("boot 100k machines, counted by the gauge", { group: "boot", n: 12 }, async () => {
   await (await boot(true)).close();
