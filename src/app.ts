@@ -91,7 +91,9 @@ export async function startApp(config: Config, opts: AppOptions = {}): Promise<A
       store,
       slots: config.slots,
       timeouts,
+      observer: metrics.fleet,
     });
+    metrics.transitionTimeouts(timeouts);
     server = await startGrpcServer({
       kit: opts.wrapKit ? opts.wrapKit(kit) : kit,
       provider: config.provider,
@@ -209,7 +211,8 @@ export async function startApp(config: Config, opts: AppOptions = {}): Promise<A
   };
 }
 
-async function createBackend(
+/** The backend the config selects, with the real one's startup checks (also for `smoke`). */
+export async function createBackend(
   config: Config,
   metrics: Metrics,
   timeouts: Timeouts,

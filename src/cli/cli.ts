@@ -6,10 +6,12 @@
 import { nearest } from "../config/flags.ts";
 import { type Command, type Context, EXIT_OK, EXIT_USAGE, fail, write } from "./command.ts";
 import { helpText } from "./help.ts";
+import { completion } from "./completion.ts";
 import { machines } from "./machines.ts";
 import { preflight } from "./preflight.ts";
 import { serve } from "./serve.ts";
 import { stateCommand } from "./state_cmd.ts";
+import { smoke } from "./smoke.ts";
 import { version } from "./version_cmd.ts";
 
 const helpCommand: Command = {
@@ -21,8 +23,10 @@ const helpCommand: Command = {
 export const COMMANDS: readonly Command[] = [
   serve,
   preflight,
+  smoke,
   machines,
   stateCommand,
+  completion,
   version,
   helpCommand,
 ];
@@ -35,10 +39,17 @@ const VERSION_ROW = [{ names: "--version", text: "print the version and exit" }]
 
 function printer(cmd: Command): Context {
   const extra = cmd === ROOT ? VERSION_ROW : [];
-  return { printHelp: () => write(helpText(cmd, extra)) };
+  return { printHelp: () => write(helpText(cmd, extra)), root: ROOT };
 }
 
-/** Find `path` (e.g. ["machines", "list"]); a miss is a usage error naming the nearest. */
+/** `a, b and c` (or `a, b or c`). */
+function listed(names: readonly string[], last = "and"): string {
+  return names.length < 2
+    ? names.join("")
+    : `${names.slice(0, -1).join(", ")} ${last} ${names.at(-1)}`;
+}
+
+/** Find `path` (e.g. ["machines", "list"]); a miss is a usage error naming the nearest and the rest. */
 function resolve(path: readonly string[]): Command | number {
   let here: Command = ROOT;
   const walked: string[] = [];
@@ -47,11 +58,13 @@ function resolve(path: readonly string[]): Command | number {
     const next = subs.find((c) => c.name === name);
     walked.push(name);
     if (!next) {
-      const hint = nearest(name, subs.map((c) => c.name));
+      const names = subs.map((c) => c.name);
+      const hint = nearest(name, names);
       const prefix = walked.slice(0, -1).join(" ");
       const full = (n: string) => (prefix ? `${prefix} ${n}` : n);
       return fail(
-        `unknown command "${full(name)}"${hint ? ` (did you mean "${full(hint)}"?)` : ""}`,
+        `unknown command "${full(name)}"${hint ? ` (did you mean "${full(hint)}"?)` : ""}; ` +
+          `the commands${prefix ? ` of ${prefix}` : ""} are ${listed(names)}`,
         EXIT_USAGE,
       );
     }
@@ -84,10 +97,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
     }
     if (rest.length === 0 || rest[0].startsWith("-")) {
       const names = (cmd.subcommands ?? []).map((c) => c.name);
-      return fail(
-        `${path.join(" ")} needs a command: ${names.slice(0, -1).join(", ")} or ${names.at(-1)}`,
-        EXIT_USAGE,
-      );
+      return fail(`${path.join(" ")} needs a command: ${listed(names, "or")}`, EXIT_USAGE);
     }
     path.push(rest.shift()!);
     const found = resolve(path);

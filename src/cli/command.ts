@@ -28,6 +28,8 @@ export interface Command {
   /** Lines printed after the flags (examples, pointers to docs). */
   readonly footer?: string;
   readonly subcommands?: readonly Command[];
+  /** The values its one positional argument may take, when they are fixed (shell completion offers them). */
+  readonly choices?: readonly string[];
   /** Runs with the arguments after the command's name; resolves to the exit code. */
   run?(args: string[], ctx: Context): Promise<number>;
 }
@@ -36,6 +38,8 @@ export interface Command {
 export interface Context {
   /** Print this command's help on stdout. */
   printHelp(): void;
+  /** The top of the command tree (what `completion` describes). */
+  root: Command;
 }
 
 /** Print `error: <message>` as the one stderr line of a failed command. */
@@ -80,4 +84,18 @@ export function positiveDuration(text: string): number {
   const ms = parseTimerDuration(text);
   if (ms <= 0) throw new Error(`must be more than 0, got ${quote(text)}`);
   return ms;
+}
+
+/**
+ * The serving flags among a command's parsed values, back as argv for
+ * loadConfig: a command that takes the serving flags validates them exactly
+ * as serving does (same table, defaults and checks).
+ */
+export function servingArgv(
+  table: FlagTable,
+  values: Readonly<Record<string, string | boolean>>,
+): string[] {
+  return Object.entries(table).flatMap(([name, spec]) =>
+    values[name] === spec.default ? [] : [`--${name}=${values[name]}`]
+  );
 }

@@ -4,10 +4,10 @@
 // mirror the server's (--tls-ca, --tls-cert, --tls-key; docs/cli.md).
 
 import * as grpc from "@grpc/grpc-js";
-import { Buffer } from "node:buffer";
 import { flagError } from "../config/errors.ts";
 import { type ReadFile, readFromDisk, readPem } from "../config/files.ts";
 import { hasCertificate, hasPrivateKey } from "../config/pem.ts";
+import { clientTls } from "./tls_credentials.ts";
 
 export interface ClientTlsFlags {
   /** TLS with the system trust store (implied by any of the files). */
@@ -52,16 +52,12 @@ export async function clientChannel(
   const key = f.keyFile === ""
     ? null
     : await readPem("tls-key", f.keyFile, readFile, "PRIVATE KEY", hasPrivateKey);
+  // The authority (:authority, what the server sees as the host) follows the name checked.
   const options: grpc.ChannelOptions = f.serverName === ""
     ? {}
-    : { "grpc.ssl_target_name_override": f.serverName, "grpc.default_authority": f.serverName };
+    : { "grpc.default_authority": f.serverName };
   return {
-    // grpc-js wants Buffers; null CA means the runtime's default roots.
-    credentials: grpc.credentials.createSsl(
-      ca === null ? null : Buffer.from(ca),
-      key === null ? null : Buffer.from(key),
-      cert === null ? null : Buffer.from(cert),
-    ),
+    credentials: clientTls({ ca, key, cert, serverName: f.serverName }),
     options,
     security: cert === null ? "TLS" : "mTLS",
   };

@@ -137,7 +137,7 @@ const list: Command = {
   usage: "machines list [--state S] [--zone Z] [--type T] [-o table|wide|json|yaml|name] [flags]",
   flags: LIST_FLAGS,
   footer: "The state filter goes to the provider (ListFilter.states); zone and type are\n" +
-    "filtered here. An empty result prints nothing in table form (and exits 0).",
+    'filtered here. An empty result prints "No machines found …" on stderr and exits 0.',
   run: lazy("runList"),
 };
 

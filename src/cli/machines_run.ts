@@ -75,6 +75,12 @@ function parseFilter(v: FilterValues): Filter {
   return { states, zones: set(v.zone), types: set(v.type) };
 }
 
+/** ` matching state failed, zone pve1` for the filters given; "" without any. */
+function filterText(v: FilterValues): string {
+  const given = (["state", "zone", "type"] as const).filter((k) => v[k].trim() !== "");
+  return given.length === 0 ? "" : ` matching ${given.map((k) => `${k} ${v[k]}`).join(", ")}`;
+}
+
 function matches(f: Filter, m: WireMachine): boolean {
   return (f.zones === null || f.zones.has(m.zone)) &&
     (f.types === null || f.types.has(m.instance_type));
@@ -139,6 +145,10 @@ export function runList(args: string[], ctx: Context): Promise<number> {
       const l = await reader.list(filter.states);
       const views = l.machines.filter((m) => matches(filter, m)).map(view).sort(byId);
       write(render(format, views, l.revision, !v["no-headers"]));
+      // As kubectl does: say so on stderr, so stdout stays what a script reads.
+      if (views.length === 0 && format !== "json" && format !== "yaml") {
+        console.error(`No machines found on ${v.target}${filterText(v)}.`);
+      }
       return EXIT_OK;
     } finally {
       reader.close();

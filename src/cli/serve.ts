@@ -5,6 +5,7 @@
 // exits 0; one cut short by --shutdown-timeout or by a second signal (which
 // stops at once) exits 1, and what was cut comes back FAILED at the next start.
 
+import { getLogger } from "@logtape/logtape";
 import { FLAG_TABLE, parseArgv } from "../config/flags.ts";
 import { loadConfig } from "../config/load.ts";
 import { ConfigError } from "../config/types.ts";
@@ -25,6 +26,7 @@ import { versionText } from "./version_cmd.ts";
 
 /** After a second signal, the longest the closing steps may take before the process exits anyway. */
 const URGENT_STOP_MS = 5_000;
+const log = getLogger(["bigfleet", "config"]);
 
 export const serve: Command = {
   name: "serve",
@@ -56,7 +58,6 @@ async function runServe(args: string[], ctx: Context): Promise<number> {
     if (e instanceof ConfigError) return fail(e.message, EXIT_USAGE);
     throw e;
   }
-  setupLogging();
   let config;
   try {
     config = await loadConfig(args);
@@ -64,6 +65,8 @@ async function runServe(args: string[], ctx: Context): Promise<number> {
     if (e instanceof ConfigError) return fail(e.message, EXIT_USAGE);
     throw e;
   }
+  setupLogging(config.log);
+  for (const warning of config.warnings) log.warn(warning);
   const metrics = createMetrics();
   installCrashGuards(metrics);
   let app;

@@ -20,13 +20,26 @@ import {
 
 export type BackendKind = "proxmox" | "fake";
 
-/** --use-fake-backend forces fake; auto means proxmox when an API URL is set. */
+/** --use-fake-backend selects the fake (never with an API URL); auto means proxmox when an API URL is set. */
 export function chooseBackend(f: FlagValues): BackendKind {
   const mode = f["proxmox-backend"];
   if (mode !== "auto" && mode !== "proxmox" && mode !== "fake") {
     throw flagError("proxmox-backend", `want proxmox, fake or auto, got ${quote(mode)}`);
   }
-  if (f["use-fake-backend"] || mode === "fake") return "fake";
+  if (f["use-fake-backend"] || mode === "fake") {
+    // A real cluster's URL with the fake would serve machines that never exist.
+    if (f["proxmox-api-url"] !== "") {
+      const fake = f["use-fake-backend"] ? "--use-fake-backend" : "--proxmox-backend=fake";
+      throw new ConfigError(
+        `${fake} conflicts with --proxmox-api-url: the fake backend never talks to Proxmox; ` +
+          "drop --proxmox-api-url for a demo, or the fake flag to use the cluster",
+      );
+    }
+    if (mode === "proxmox") {
+      throw flagError("use-fake-backend", "conflicts with --proxmox-backend=proxmox; drop one");
+    }
+    return "fake";
+  }
   if (mode === "proxmox" || f["proxmox-api-url"] !== "") return "proxmox";
   throw new ConfigError(
     "no Proxmox API configured: set --proxmox-api-url (with --proxmox-token-id, a token secret, " +

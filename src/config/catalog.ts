@@ -3,7 +3,7 @@
 // allocatable it implies.
 
 import type { InstanceType, TemplateSource } from "./types.ts";
-import { JsonObject, kindOf, objectFields, parseJson, positiveInt } from "./json.ts";
+import { JsonObject, kindOf, objectFields, onlyFields, parseJson, positiveInt } from "./json.ts";
 import { quote } from "./errors.ts";
 import { checkSegment } from "./segment.ts";
 import { entryTemplate } from "./templates.ts";
@@ -14,6 +14,9 @@ const BUILTIN: readonly [string, number, number][] = [
   ["pve.large", 8, 16384],
   ["pve.xlarge", 16, 32768],
 ];
+
+/** The members an instance type may have (docs/configuration.md#instance-type-catalog). */
+const ENTRY_FIELDS = ["vcpu", "memory_mib", "template_vmid", "template_name"];
 
 /** The built-in catalog, every entry cloning from `template`. */
 export function builtinCatalog(template: TemplateSource): Map<string, InstanceType> {
@@ -41,6 +44,7 @@ export function parseCatalog(
     const where = `instance type ${quote(name)}`;
     checkSegment(name, `${where}: name`);
     const fields = objectFields(entry, where);
+    onlyFields(fields, ENTRY_FIELDS, where);
     const vcpu = positiveInt(fields.get("vcpu"), `${where}: vcpu`);
     const memoryMib = positiveInt(fields.get("memory_mib"), `${where}: memory_mib`);
     const template = entryTemplate(fields, where) ?? defaultTemplate;

@@ -277,6 +277,22 @@ export const FLAG_TABLE = {
     arg: "PATH",
     help: "PEM client CA bundle: turns TLS into mTLS",
   },
+  "log-level": {
+    kind: "string",
+    default: "",
+    topic: SERVING,
+    arg: "LEVEL",
+    none: "$BIGFLEET_LOG_LEVEL, else info",
+    help: "lowest level logged: trace, debug, info, warn, error or fatal",
+  },
+  "log-format": {
+    kind: "string",
+    default: "",
+    topic: SERVING,
+    arg: "FORMAT",
+    none: "$BIGFLEET_LOG_FORMAT, else json",
+    help: "json (one object per line) or text (for reading in a terminal)",
+  },
 } as const satisfies FlagTable;
 
 /** Raw serving flag values. */

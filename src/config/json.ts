@@ -3,6 +3,8 @@
 // offerings and catalog files are operator input whose order and keys
 // (including "__proto__") must survive verbatim.
 
+import { nearest } from "./flags.ts";
+
 export type JsonValue = null | boolean | number | string | JsonValue[] | JsonObject;
 
 /** A JSON object as written: members in file order, never a plain-object lookup. */
@@ -34,6 +36,24 @@ export function objectFields(v: JsonValue, where: string): Map<string, JsonValue
   return new Map(v.entries);
 }
 
+/**
+ * Throws Error `<where>: unknown field "x" (did you mean "y"?)` for the first
+ * member not in `known`: a misspelt optional field would otherwise be
+ * silently ignored.
+ */
+export function onlyFields(
+  fields: ReadonlyMap<string, JsonValue>,
+  known: readonly string[],
+  where: string,
+): void {
+  for (const key of fields.keys()) {
+    if (known.includes(key)) continue;
+    const hint = nearest(key, known);
+    const advice = hint ? `did you mean ${JSON.stringify(hint)}?` : `known: ${known.join(", ")}`;
+    throw new Error(`${where}: unknown field ${JSON.stringify(key)} (${advice})`);
+  }
+}
+
 /** A required positive safe integer from a file; throws Error naming `what`. */
 export function positiveInt(v: JsonValue | undefined, what: string): number {
   if (v === undefined || v === null) throw new Error(`${what} is required`);
@@ -54,6 +74,9 @@ const ESCAPES: Record<string, string> = {
   r: "\r",
   t: "\t",
 };
+
+const LITERALS: readonly [string, JsonValue][] = [["true", true], ["false", false], ["null", null]];
+const A_VALUE = "a JSON value (an object, array, string, number, true, false or null)";
 
 const NUMBER = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y;
 
@@ -76,8 +99,15 @@ class Reader {
     while (!this.done() && " \t\r\n".includes(this.text[this.pos])) this.pos++;
   }
 
+  /** `expected <what> but found "<the next word>"` (or the end of the file) here. */
+  private expected(what: string): never {
+    if (this.done()) this.fail(`expected ${what} but the file ends`);
+    const found = this.text.slice(this.pos).match(/^\S{1,20}/)?.[0] ?? this.text[this.pos];
+    this.fail(`expected ${what} but found ${JSON.stringify(found)}`);
+  }
+
   private expect(word: string): void {
-    if (!this.text.startsWith(word, this.pos)) this.fail(`expected ${word}`);
+    if (!this.text.startsWith(word, this.pos)) this.expected(JSON.stringify(word));
     this.pos += word.length;
   }
 
@@ -86,12 +116,12 @@ class Reader {
     if (c === "{") return this.object();
     if (c === "[") return this.array();
     if (c === '"') return this.string();
-    if (c === "t") return this.expect("true"), true;
-    if (c === "f") return this.expect("false"), false;
-    if (c === "n") return this.expect("null"), null;
+    for (const [word, v] of LITERALS) {
+      if (this.text.startsWith(word, this.pos)) return this.pos += word.length, v;
+    }
     NUMBER.lastIndex = this.pos;
     const m = NUMBER.exec(this.text);
-    if (!m) this.fail(this.done() ? "unexpected end of JSON" : "unexpected character");
+    if (!m) this.expected(A_VALUE);
     this.pos += m[0].length;
     return Number(m[0]);
   }
@@ -108,14 +138,17 @@ class Reader {
       if (this.text[this.pos] !== ",") break;
       this.pos++;
     }
-    this.expect(close);
+    if (this.text[this.pos] !== close) {
+      this.expected(`${JSON.stringify(",")} or ${JSON.stringify(close)}`);
+    }
+    this.pos++;
   }
 
   private object(): JsonObject {
     const entries: [string, JsonValue][] = [];
     const seen = new Set<string>();
     this.items("}", () => {
-      if (this.text[this.pos] !== '"') this.fail("expected a string key");
+      if (this.text[this.pos] !== '"') this.expected("a member name in double quotes");
       const keyAt = this.pos;
       const key = this.string();
       if (seen.has(key)) {

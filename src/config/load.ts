@@ -28,6 +28,7 @@ import { parsePrice, parsePrices, type Pricing } from "./pricing.ts";
 import { chooseBackend, loadProxmox } from "./backend.ts";
 import { loadTls } from "./tls.ts";
 import { adminSocketFor, MAX_SOCKET_PATH, STAGING_NAME_BYTES } from "./admin_socket.ts";
+import { loadLogging } from "./logging.ts";
 
 export interface LoadEnv {
   /** Test hook; defaults to Deno.readTextFile. */
@@ -39,6 +40,7 @@ export async function loadConfig(argv: string[], env: LoadEnv = {}): Promise<Con
   const readFile = env.readFile ?? readFromDisk;
   const f = parseFlags(argv);
 
+  const log = loadLogging({ level: f["log-level"], format: f["log-format"] });
   const addr = forFlag("addr", () => parseListenAddr(f.addr));
   const metricsAddr = f["metrics-addr"] === ""
     ? null
@@ -93,6 +95,16 @@ export async function loadConfig(argv: string[], env: LoadEnv = {}): Promise<Con
   }
   if (proxmox) checkTemplateZones(f, catalog, offerings, proxmox.nodes);
   const slots = expandSlots(offerings, catalog, provider, pricing);
+  const warnings: string[] = [];
+  if (slots.length === 0) {
+    warnings.push(
+      f.offerings === ""
+        ? "--seed-count=0: the built-in offerings have no slot, so the provider serves 0 machines"
+        : `--offerings: ${
+          quote(f.offerings)
+        } defines no offerings, so the provider serves 0 machines (BigFleet gets no capacity here)`,
+    );
+  }
 
   const tls = await loadTls(
     { certFile: f["tls-cert"], keyFile: f["tls-key"], caFile: f["tls-ca"] },
@@ -119,6 +131,8 @@ export async function loadConfig(argv: string[], env: LoadEnv = {}): Promise<Con
     metricsAddr,
     reflection: f.reflection,
     tls,
+    log,
+    warnings,
   };
 }
 

@@ -3,7 +3,7 @@
 
 import type { Pairs } from "../kit/model.ts";
 import type { InstanceType, Slot } from "./types.ts";
-import { JsonObject, type JsonValue, kindOf, objectFields, parseJson } from "./json.ts";
+import { JsonObject, type JsonValue, kindOf, objectFields, onlyFields, parseJson } from "./json.ts";
 import { allocatableOf, sortedNames } from "./catalog.ts";
 import { priceOf, type Pricing } from "./pricing.ts";
 import { quote } from "./errors.ts";
@@ -30,6 +30,9 @@ const WELL_KNOWN_LABEL_KEYS: ReadonlySet<string> = new Set([
   "capacity_type",
   "capacityType",
 ]);
+
+/** The members an offering may have (docs/configuration.md#offerings). */
+const OFFERING_FIELDS = ["instance_type", "zone", "count", "capacity_type", "resources", "labels"];
 
 /** Every slot of the built-in mix asks for this much. */
 const BUILTIN_RESOURCES: readonly [string, string][] = [["cpu", "1"], ["memory", "2Gi"]];
@@ -87,6 +90,7 @@ function parseOffering(
   allowedZones: readonly string[] | null,
 ): Offering {
   const fields = objectFields(item, where);
+  onlyFields(fields, OFFERING_FIELDS, where);
   const instanceType = requiredString(fields.get("instance_type"), `${where}: instance_type`);
   if (!catalog.has(instanceType)) {
     throw new Error(`${where}: unknown instance type ${quote(instanceType)}`);

@@ -3,6 +3,7 @@
 // flags or files.
 
 import type { Slot } from "../kit/model.ts";
+import type { LogSettings } from "./logging.ts";
 
 /** A listen address. host "" means every interface. */
 export interface ListenAddr {
@@ -94,6 +95,10 @@ export interface Config {
   metricsAddr: ListenAddr | null;
   reflection: boolean;
   tls: TlsConfig | null;
+  /** Lowest log level and line format (--log-level, --log-format or their variables). */
+  log: LogSettings;
+  /** Accepted but worth telling the operator at startup (e.g. offerings with no slot). */
+  warnings: string[];
 }
 
 /** A configuration problem: main prints `error: <message>` on one line and exits 2. */

@@ -66,6 +66,8 @@ export function createFleet(
   store: StateStore,
   initial: readonly MachineRecord[],
   rev: number,
+  /** Told every change (before, after), the initial records included; must be cheap. */
+  onChange?: (before: MachineRecord | undefined, after: MachineRecord | undefined) => void,
 ): Fleet {
   // Parallel arrays in a stable order, and each id's position: a full List
   // walks arrays instead of doing hash lookups per machine, and a machine
@@ -79,6 +81,7 @@ export function createFleet(
   const index = new Map<string, number>();
   for (let i = 0; i < ids.length; i++) index.set(ids[i], i);
   let live = records.length;
+  if (onChange) { for (const m of initial) onChange(undefined, m); }
   let holes = 0;
   let rotor = 0;
 
@@ -213,6 +216,7 @@ export function createFleet(
       }
       if (!prev) live++;
       records[i] = m;
+      onChange?.(prev, m);
       lastMod[i] = ++rev;
       store.putMachine(m);
       store.putRevision(rev);
@@ -223,6 +227,7 @@ export function createFleet(
       const [prev, prevMod] = latest(id);
       if (!prev) return;
       records[index.get(id)!] = undefined;
+      onChange?.(prev, undefined);
       holes++;
       live--;
       rev++;

@@ -22,6 +22,7 @@ import { describeChange } from "./capacity.ts";
 import { EDGES, State, STATE_NAMES } from "./model.ts";
 import type { MachineRecord, OpKind, Pairs, Slot } from "./model.ts";
 import type { StateStore } from "./store.ts";
+import { createTransitionLog, type KitObserver } from "./transitions.ts";
 
 export interface Timeouts {
   create: number;
@@ -39,6 +40,8 @@ export interface KitOptions {
   timeouts?: Partial<Timeouts>;
   /** Largest shard_metadata (keys + values, UTF-8 bytes) accepted. */
   maxMetadataBytes?: number;
+  /** Told about every record change and transition (metrics). */
+  observer?: KitObserver;
 }
 
 export interface Call {
@@ -206,7 +209,13 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
   // A restored fleet keeps its records as they are on disk (only the revision
   // and what boot changed are written); a new one is written whole. All of it
   // happens in this synchronous step, so the store commits it as one write.
-  const fleet = createFleet(store, boot.restored ? boot.machines : [], boot.rev);
+  const fleet = createFleet(
+    store,
+    boot.restored ? boot.machines : [],
+    boot.rev,
+    opts.observer?.machineChanged,
+  );
+  const transitions = createTransitionLog(opts.observer);
   if (boot.restored) {
     store.putRevision(boot.rev);
     for (const m of boot.updates) fleet.put(m);
@@ -237,8 +246,8 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
   });
   for (const m of boot.capacity?.mismatched ?? []) {
     log.warn(
-      "slot {id} now names {now} but the machine is {was}: left as it is (delete it to re-create)",
-      { ...m },
+      "slot {machineId} now names {now} but the machine is {was}: left as it is (delete it to re-create)",
+      { machineId: m.id, now: m.now, was: m.was },
     );
   }
 
@@ -448,6 +457,7 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
     };
     const entered = rule.enter ? rule.enter(via, call) : via;
     fleet.put(entered);
+    transitions.started(kind, entered, opId, call.token);
     const ms = timeouts[kind];
     const settled: Promise<void> = withDeadline(
       ms,
@@ -475,15 +485,20 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
     const edge = EDGES[kind];
     // Stale: the machine left this transition (timed out, restarted) meanwhile.
     if (!m || m.state !== edge.via || m.ops[kind] !== opId) {
-      log.debug("discarding stale {kind} completion for {id}", { kind, id, opId });
+      log.debug("discarding stale {kind} completion for {machineId}", {
+        kind,
+        machineId: id,
+        operationId: opId,
+      });
       return;
     }
     if (err !== null) {
       const message = err instanceof Error ? err.message : String(err);
       const lastError = (message.startsWith(kind) ? message : `${kind} failed: ${message}`)
         .slice(0, MAX_ERROR_CHARS);
-      log.warn("{kind} of {id} failed: {error}", { kind, id, opId, error: lastError });
-      fleet.put({ ...m, state: State.Failed, lastError });
+      const failed: MachineRecord = { ...m, state: State.Failed, lastError };
+      fleet.put(failed);
+      transitions.ended(kind, failed, opId, lastError);
       return;
     }
     const landed: MachineRecord = { ...m, ...patch, state: edge.to };
@@ -491,6 +506,7 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
     const next = done ? done(landed) : landed;
     if (next === null) fleet.remove(id);
     else fleet.put(next);
+    transitions.ended(kind, next ?? landed, opId, null);
   }
 
   // ---- an operator's recovery of a FAILED machine ---------------------------
@@ -591,9 +607,9 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
       after = { ...unbound(now), state: State.Speculative, hostRef: "", lastError: "" };
       fleet.put(after);
     }
-    log.info("recover {id}: {action} by an operator: {plan}", {
+    log.info("recover {machineId}: {action} by an operator: {plan}", {
       audit: true,
-      id,
+      machineId: id,
       action,
       plan,
       was: before.lastError,
@@ -684,16 +700,16 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
         for (const m of plan.put) fleet.put(m);
         for (const f of plan.failedHosts) {
           log.warn(
-            "FAILED machine {id} still has its VM {hostRef} on the substrate; nothing was " +
-              "destroyed: recover it (bigfleet-proxmox machines recover)",
-            { ...f },
+            "FAILED machine {machineId} still has its VM {hostRef} on the substrate; nothing " +
+              "was destroyed: recover it (bigfleet-proxmox machines recover)",
+            { machineId: f.id, hostRef: f.hostRef, cloning: f.cloning },
           );
         }
         for (const r of plan.rejoined) {
           log.warn(
-            "SPECULATIVE machine {id} has a VM {hostRef} the state did not know (an older " +
-              "state restored?): it rejoins its slot IDLE",
-            { ...r },
+            "SPECULATIVE machine {machineId} has a VM {hostRef} the state did not know (an " +
+              "older state restored?): it rejoins its slot IDLE",
+            { machineId: r.id, hostRef: r.hostRef },
           );
         }
         return {

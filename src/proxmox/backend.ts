@@ -21,6 +21,7 @@ import { inspectVm } from "./inspect.ts";
 import { deleteVm, drainNode, ensureRunning, runBootstrap } from "./lifecycle.ts";
 import { hostRefOf, parseHostRef } from "./naming.ts";
 import { locateOwned } from "./ownership.ts";
+import { checkNodes, type NodeCheck } from "./nodes.ts";
 import { checkOfferingTemplates } from "./templates.ts";
 import { secondsSince } from "./util.ts";
 
@@ -48,16 +49,18 @@ export async function createProxmoxBackend(
       }
     },
   });
-  // A zone its template cannot reach is refused now, not once per Create.
-  await checkOfferingTemplates(
-    ctx,
-    cfg.catalog,
-    cfg.slots,
-    AbortSignal.timeout(timing.startupCheckMs),
-  ).catch((err) => {
+  // A node the cluster lacks, and a zone its template cannot reach, are refused now, not once per
+  // Create (docs/troubleshooting.md#startup-failures-after-validation).
+  const startup = AbortSignal.timeout(timing.startupCheckMs);
+  let nodes: NodeCheck | undefined;
+  try {
+    nodes = await checkNodes(ctx.api, px.nodes, startup, timing.nodeRecheck);
+    await checkOfferingTemplates(ctx, cfg.catalog, cfg.slots, startup);
+  } catch (err) {
+    nodes?.stop();
     ctx.api.close();
     throw err;
-  });
+  }
   const cloneOrAdopt = createCloner(ctx, px.pool);
   const drainTimeoutMs = deps.timeouts?.drain ?? DEFAULT_TIMEOUTS.drain;
   /** One Create per machine at a time inside this process; a second call joins the first. */
@@ -86,6 +89,8 @@ export async function createProxmoxBackend(
     if (type === undefined) {
       throw new BackendError(`instance type ${slot.instanceType} is not in the catalog`);
     }
+    const refused = nodes!.refusal(slot.zone);
+    if (refused !== null) throw new BackendError(`zone ${slot.zone}: ${refused}`);
     let pending = creating.get(slot.machineId);
     if (pending === undefined) {
       pending = observed("CloneVM", () => cloneOrAdopt(slot, type, signal));
@@ -141,6 +146,7 @@ export async function createProxmoxBackend(
         () => inspectVm(ctx, cfg.catalog.get(machine.instanceType), machine, signal),
       ),
     close() {
+      nodes!.stop();
       ctx.api.close();
       return Promise.resolve();
     },

@@ -43,6 +43,8 @@ export interface Timing {
   volumeRetry: Backoff;
   /** How long a `lock: destroyed` stub may stay before it counts as a destroy that died. */
   destroyedGraceMs: number;
+  /** Waits between checks of --nodes when the API did not answer at startup. */
+  nodeRecheck: Backoff;
 }
 
 export interface ProxmoxDeps {
@@ -99,6 +101,7 @@ export const DEFAULT_TIMING: Timing = {
   // An RBD image stays watched ~30 s after a hard stop: 2.5 + 5 + 10 + 20 s of waits outlast it.
   volumeRetry: { initialMs: 2_500, maxMs: 20_000, factor: 2 },
   destroyedGraceMs: 60_000,
+  nodeRecheck: { initialMs: 5_000, maxMs: 60_000 },
 };
 
 /** The context of one backend (or preflight) run: nothing cloning, known or down yet. */

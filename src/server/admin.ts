@@ -121,9 +121,9 @@ export async function startAdminServer(opts: AdminOptions): Promise<AdminServer>
       if (req.apply) {
         metrics.recovery(req.action, isRefusal(e) ? "refused" : "error");
       }
-      log.warn("recover {id}: {action} {what}: {error}", {
+      log.warn("recover {machineId}: {action} {what}: {error}", {
         audit: true,
-        id: req.id,
+        machineId: req.id,
         action: req.action,
         what: req.apply ? "refused or failed" : "(dry run) would be refused",
         error: (e as Error).message,

@@ -38,9 +38,18 @@ import { addReflection } from "./reflection.ts";
 export const METHODS = ["Create", "Configure", "Drain", "Delete", "Get", "List"] as const;
 export type Method = typeof METHODS[number];
 
+/** What a call was about, for its log line: the machine, the fencing token, the operation. */
+export interface CallFields {
+  machineId?: string;
+  operationId?: string;
+  shardId?: string;
+  epoch?: string;
+  sequence?: string;
+}
+
 /** Told about every finished RPC; metrics and logs hang off this. */
 export interface RpcObserver {
-  rpc(method: Method, code: number, seconds: number, error: string | null): void;
+  rpc(method: Method, code: number, seconds: number, error: string | null, call: CallFields): void;
   /** A handler threw something that was not a contract error. */
   panic(method: Method, error: unknown): void;
 }
@@ -84,7 +93,8 @@ export function methodPath(method: Method): string {
 }
 
 type Call = grpc.ServerUnaryCall<Uint8Array, Uint8Array>;
-type Handler = (request: Uint8Array, call: Call) => Promise<Uint8Array>;
+/** Decodes, calls the kit and encodes; fills `fields` with what the call was about. */
+type Handler = (request: Uint8Array, call: Call, fields: CallFields) => Promise<Uint8Array>;
 
 export async function startGrpcServer(opts: GrpcOptions): Promise<GrpcServer> {
   const { kit, observer } = opts;
@@ -98,10 +108,15 @@ export async function startGrpcServer(opts: GrpcOptions): Promise<GrpcServer> {
     decode: (b: Uint8Array) => T,
     run: (m: T) => Promise<Ack>,
   ): Handler {
-    return async (b, call) => {
+    return async (b, call, fields) => {
       const m = decode(b);
+      fields.machineId = m.machineId;
+      fields.shardId = m.token.shardId;
+      fields.epoch = m.token.epoch.toString();
+      fields.sequence = m.token.seq.toString();
       assertShardAllowed(peerShardIds(authOf(call)), m.token.shardId);
       const ack = await run(m);
+      fields.operationId = ack.operationId;
       return enc.ack(ack.operationId, ack.machine);
     };
   }
@@ -111,7 +126,11 @@ export async function startGrpcServer(opts: GrpcOptions): Promise<GrpcServer> {
     Configure: mutation(decodeConfigure, (m) => kit.configure(m)),
     Drain: mutation(decodeDrain, (m) => kit.drain(m)),
     Delete: mutation(decodeDelete, (m) => kit.delete(m)),
-    Get: async (b) => enc.machine(await kit.get(decodeMachineRef(b))),
+    Get: async (b, _call, fields) => {
+      const id = decodeMachineRef(b);
+      fields.machineId = id;
+      return enc.machine(await kit.get(id));
+    },
     List: async (b) => {
       const f = decodeListFilter(b);
       const res = await kit.list(f);
@@ -142,7 +161,8 @@ export async function startGrpcServer(opts: GrpcOptions): Promise<GrpcServer> {
   const lifecycle: readonly Method[] = ["Create", "Configure", "Drain", "Delete"];
   const gate = new LifecycleGate(lifecycle.map(methodPath), (path) => {
     const method = lifecycle.find((m) => methodPath(m) === path)!;
-    setImmediate(() => observer.rpc(method, grpc.status.UNAVAILABLE, 0, SHUTTING_DOWN));
+    // Refused before its request is read: nothing of the call is known.
+    setImmediate(() => observer.rpc(method, grpc.status.UNAVAILABLE, 0, SHUTTING_DOWN, {}));
   });
   const server = new grpc.Server({
     // pacedResponses first: it needs the call grpc-js built, which holds the HTTP/2 stream.
@@ -252,6 +272,7 @@ function unary(
 ): grpc.handleUnaryCall<Uint8Array, Uint8Array> {
   return (call, callback) => {
     const started = performance.now();
+    const fields: CallFields = {};
     // The answer is handed to grpc-js first; its metric sample and log line
     // (a synchronous stderr write) follow in the next turn of the event
     // loop, after the response's headers and data have gone out and before
@@ -259,11 +280,11 @@ function unary(
     const answer = (code: number, error: string | null, send: () => void) => {
       const seconds = (performance.now() - started) / 1000;
       send();
-      setImmediate(() => observer.rpc(method, code, seconds, error));
+      setImmediate(() => observer.rpc(method, code, seconds, error, fields));
     };
     let pending: Promise<Uint8Array>;
     try {
-      pending = handler(call.request, call);
+      pending = handler(call.request, call, fields);
     } catch (e) {
       pending = Promise.reject(e);
     }

@@ -5,6 +5,8 @@
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import { registerProcessMetrics } from "./process_metrics.ts";
 import { buildInfo } from "../version.ts";
+import { EDGES, type OpKind, STATE_NAMES } from "../kit/model.ts";
+import type { KitObserver } from "../kit/transitions.ts";
 
 /** The Proxmox operations the real backend reports (docs/observability.md#provider-metrics). */
 export const API_OPS = [
@@ -41,11 +43,17 @@ export interface Metrics {
   recovery(action: "destroy" | "adopt", outcome: "ok" | "refused" | "error"): void;
   /** Where the FAILED machines gauge reads its counts from at each scrape. */
   watchFailed(read: () => FailedCounts): void;
+  /** The kit's observer: machines by state and zone, the oldest running transition per state. */
+  readonly fleet: KitObserver;
+  /** The transition timeouts in ms, exported for the stuck-transition alert. */
+  transitionTimeouts(ms: Readonly<Record<OpKind, number>>): void;
   /** The exposition text and its content type, for /metrics. */
   scrape(): Promise<{ body: string; contentType: string }>;
 }
 
 const PREFIX = "bigfleet_proxmox_";
+/** State label values by state number (the wire enum's names, as `machines list` shows them). */
+const STATE_LABELS: readonly string[] = Object.values(STATE_NAMES);
 // Proxmox calls range from milliseconds (status reads) to minutes (clones).
 const API_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
 // Acks are fast; List of a big fleet and durable writes sit in the middle.
@@ -123,6 +131,54 @@ export function createMetrics(): Metrics {
     },
   });
 
+  // Machines by state and zone: counted as records change (O(1) per change),
+  // read out per scrape (states × zones series), never by walking the fleet.
+  const census = new Map<string, Int32Array>();
+  const count = (m: { state: number; zone: string }, by: number) => {
+    let perState = census.get(m.zone);
+    if (!perState) census.set(m.zone, perState = new Int32Array(STATE_LABELS.length));
+    perState[m.state] += by;
+  };
+  new Gauge({
+    name: `${PREFIX}machines`,
+    help: "Machines in the inventory by state and zone.",
+    labelNames: ["state", "zone"] as const,
+    registers,
+    collect() {
+      for (const [zone, perState] of census) {
+        for (let st = 1; st < STATE_LABELS.length; st++) {
+          this.labels(STATE_LABELS[st], zone).set(perState[st]);
+        }
+      }
+    },
+  });
+  // When the oldest transition still running in each transitional state
+  // started: changes only when a transition starts or ends; Prometheus takes
+  // the age (time() - it) and compares it with the timeout below.
+  const oldestStart = new Gauge({
+    name: `${PREFIX}transition_oldest_start_seconds`,
+    help: "Unix time the oldest transition still running in this state started; 0 when none runs.",
+    labelNames: ["state"] as const,
+    registers,
+  });
+  const timeout = new Gauge({
+    name: `${PREFIX}transition_timeout_seconds`,
+    help: "Timeout of the transitions shown in this state; the kit fails them at this age.",
+    labelNames: ["state"] as const,
+    registers,
+  });
+  for (const edge of Object.values(EDGES)) oldestStart.labels(STATE_NAMES[edge.via]).set(0);
+  const fleet: KitObserver = {
+    machineChanged(before, after) {
+      if (before && after && before.state === after.state && before.zone === after.zone) return;
+      if (before) count(before, -1);
+      if (after) count(after, 1);
+    },
+    transition(e) {
+      oldestStart.labels(STATE_NAMES[EDGES[e.kind].via]).set((e.oldestRunning ?? 0) / 1000);
+    },
+  };
+
   // Known series start at zero so rate() and absent() alerts work from boot.
   for (const host of ["known", "unknown"]) failed.labels(host).set(0);
   for (const op of API_OPS) {
@@ -158,6 +214,12 @@ export function createMetrics(): Metrics {
     recovery: (action, outcome) => recoveries.labels(action, outcome).inc(),
     watchFailed(read) {
       readFailed = read;
+    },
+    fleet,
+    transitionTimeouts(ms) {
+      for (const [kind, edge] of Object.entries(EDGES) as [OpKind, typeof EDGES[OpKind]][]) {
+        timeout.labels(STATE_NAMES[edge.via]).set(ms[kind] / 1000);
+      }
     },
     async scrape() {
       return { body: await registry.metrics(), contentType: registry.contentType };

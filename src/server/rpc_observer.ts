@@ -1,6 +1,9 @@
 // Turns every finished RPC into a metric sample and one log line: lifecycle
 // calls at INFO, Get/List at DEBUG (the shard Lists every few seconds), any
-// error at WARN; a handler exception at ERROR and in panics_total.
+// error at WARN; a handler exception at ERROR and in panics_total. A line
+// carries what the call was about (machine, operation, fencing token) as far
+// as the request decoded; never the request itself, which may hold a
+// bootstrap blob.
 
 import * as grpc from "@grpc/grpc-js";
 import { getLogger } from "@logtape/logtape";
@@ -17,13 +20,13 @@ export function codeName(code: number): string {
 
 export function createRpcObserver(metrics: Metrics): RpcObserver {
   return {
-    rpc(method, code, seconds, error) {
+    rpc(method, code, seconds, error, call) {
       const name = codeName(code);
       metrics.grpcRequest(method, name, seconds);
-      const props = { method, code: name, dur_ms: Math.round(seconds * 1e6) / 1000 };
+      const props = { method, code: name, dur_ms: Math.round(seconds * 1e6) / 1000, ...call };
       if (error !== null) rpcLog.warn("{method} failed: {error}", { ...props, error });
       else if (READS.has(method)) rpcLog.debug("{method}", props);
-      else rpcLog.info("{method}", props);
+      else rpcLog.info("{method} {machineId}", props);
     },
     panic(method, error) {
       metrics.panic();

@@ -76,3 +76,58 @@ Deno.test("docs: the README's conformance section lists every runner flag", asyn
   for (const f of Object.keys(RUNNER_FLAGS)) assert.ok(section.includes(`--${f}`), `--${f}`);
   assert.ok(section.includes("deno task conformance --target"), "the --target invocation");
 });
+
+Deno.test({
+  name:
+    "docs: configuration.md says a changed offerings file is applied over an existing --state, as the binary does",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    const text = await read("docs/configuration.md");
+    const offerings = text.slice(text.indexOf("## Offerings"), text.indexOf("## Pricing"));
+    assert.doesNotMatch(offerings, /no effect/, "§ Offerings must not say a change has no effect");
+    assert.match(offerings, /changed offerings file .* is applied at the next\s+start/);
+    // What the binary does: the second start with more slots serves them, and says so.
+    const { fakeProviderArgs, startProvider, Harness } = await import("../harness/mod.ts");
+    const dir = await Deno.makeTempDir({ prefix: "bf-docs-" });
+    const file = `${dir}/offerings.json`;
+    const offer = (count: number) =>
+      Deno.writeTextFile(
+        file,
+        JSON.stringify([{ instance_type: "pve.small", zone: "pve-a", count }]),
+      );
+    const args = fakeProviderArgs({
+      seed: 0,
+      state: `${dir}/state.kv`,
+      extra: [`--offerings=${file}`],
+    });
+    try {
+      for (
+        const [count, capacity] of [[2, undefined], [3, "+1 slots, -0 retired, 0 pending"]] as const
+      ) {
+        await offer(count);
+        const p = await startProvider({ args });
+        const h = new Harness(p.addr);
+        try {
+          assert.equal((await h.list()).machines.length, count);
+          const serving = await (async () => {
+            for (let i = 0; i < 200; i++) {
+              const line = p.stderr().split("\n").find((l) =>
+                l.includes("serving CapacityProvider")
+              );
+              if (line) return JSON.parse(line);
+              await new Promise((r) => setTimeout(r, 25));
+            }
+            throw new Error("no serving line");
+          })();
+          assert.equal(serving.capacity, capacity);
+        } finally {
+          h.close();
+          await p.stop();
+        }
+      }
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});

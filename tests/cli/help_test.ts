@@ -97,11 +97,14 @@ Deno.test("help: `help machines`, `machines --help` and `help machines list` des
   }
 });
 
+/** The top-level commands as an unknown command lists them. */
+const TOP = "serve, preflight, smoke, machines, state, completion, version and help";
+
 Deno.test("help: an unknown help topic is a usage error (exit 2) with a suggestion", async () => {
   const r = await cli(["help", "machine"]);
   assert.equal(r.code, 2);
   assert.deepEqual(lines(r.stderr), [
-    `error: unknown command "machine" (did you mean "machines"?)`,
+    `error: unknown command "machine" (did you mean "machines"?); the commands are ${TOP}`,
   ]);
   assert.equal(r.stdout, "");
 });
@@ -135,13 +138,17 @@ Deno.test("commands: an unknown command is a usage error with a suggestion", asy
   const r = await cli(["machine", "list"]);
   assert.equal(r.code, 2);
   assert.deepEqual(lines(r.stderr), [
-    `error: unknown command "machine" (did you mean "machines"?)`,
+    `error: unknown command "machine" (did you mean "machines"?); the commands are ${TOP}`,
   ]);
   const s = await cli(["machines", "lst"]);
   assert.equal(s.code, 2);
   assert.deepEqual(lines(s.stderr), [
-    `error: unknown command "machines lst" (did you mean "machines list"?)`,
+    `error: unknown command "machines lst" (did you mean "machines list"?); the commands of machines are list, get, watch and recover`,
   ]);
+  // Nothing close: the list alone says what exists.
+  const frob = await cli(["frob"]);
+  assert.equal(frob.code, 2);
+  assert.deepEqual(lines(frob.stderr), [`error: unknown command "frob"; the commands are ${TOP}`]);
   const t = await cli(["machines"]);
   assert.equal(t.code, 2);
   assert.match(t.stderr, /^error: machines needs a command: list, get, watch or recover$/m);

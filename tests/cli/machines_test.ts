@@ -41,6 +41,31 @@ function fleet(): Promise<Fleet> {
 
 const target = (f: Fleet) => `--target=${f.proc.addr}`;
 
+/** Counts events (Lists a proxy answered); a test waits for a count, bounded. */
+class Counter {
+  count = 0;
+  #waiters: (() => void)[] = [];
+
+  bump(): void {
+    this.count++;
+    for (const w of this.#waiters.splice(0)) w();
+  }
+
+  async reach(n: number, what: string, timeoutMs = 20_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.count < n) {
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error(`timed out waiting for ${what} (${this.count} of ${n})`);
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await new Promise<void>((resolve) => {
+        this.#waiters.push(resolve);
+        timer = setTimeout(resolve, left);
+      });
+      clearTimeout(timer);
+    }
+  }
+}
+
 /** Rows of a table (header first) split on runs of 2+ spaces. */
 function table(stdout: string): string[][] {
   return lines(stdout).map((l) => l.trim().split(/ {2,}/));
@@ -106,6 +131,35 @@ Deno.test({
       both.map((m) => m.id).sort(),
     );
     assert.deepEqual(await ids("--state", "failed"), [], "nothing FAILED: empty output");
+  },
+});
+
+Deno.test({
+  name:
+    "machines list: nothing matched says so on stderr (stdout empty, exit 0); json stays a document",
+  ...opts,
+  async fn() {
+    const f = await fleet();
+    for (const output of ["table", "wide", "name"]) {
+      const r = await cli([
+        "machines",
+        "list",
+        target(f),
+        "--state=failed",
+        "--zone=pve-b",
+        "-o",
+        output,
+      ]);
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal(r.stdout, "", output);
+      assert.deepEqual(lines(r.stderr), [
+        `No machines found on ${f.proc.addr} matching state failed, zone pve-b.`,
+      ], output);
+    }
+    const j = await cli(["machines", "list", target(f), "--state=failed", "-o", "json"]);
+    assert.equal(j.code, 0, j.stderr);
+    assert.equal(j.stderr, "");
+    assert.deepEqual(JSON.parse(j.stdout).machines, []);
   },
 });
 
@@ -329,11 +383,13 @@ Deno.test({
   async fn() {
     const f = await fleet();
     const seen: { since: string; revision: string }[] = [];
+    const lists = new Counter();
     const hex = (b?: Uint8Array) => [...(b ?? [])].map((x) => x.toString(16)).join(".");
     const proxy = await startMutatingProxy(f.proc.addr, {
       list: async (lf, fwd) => {
         const l = await fwd(lf);
         seen.push({ since: hex(lf.since_revision), revision: hex(l.revision) });
+        lists.bump();
         return l;
       },
     });
@@ -346,7 +402,7 @@ Deno.test({
     ]);
     try {
       await w.waitForLine((l) => l === `id: ${f.idle}`, "the idle machine's document");
-      while (seen.length < 4) await new Promise((r) => setTimeout(r, 50));
+      await lists.reach(4, "four Lists through the proxy");
       assert.equal(seen[0].since, "", "the first List is a full one");
       for (let i = 1; i < seen.length; i++) {
         assert.equal(seen[i].since, seen[i - 1].revision, `List ${i} passes the cursor back`);
@@ -376,15 +432,17 @@ Deno.test({
     // A provider unlike ours: an enum value this proto lacks, a last_error with
     // terminal escapes and newlines, and List without a revision cursor.
     const hostile = "\u001b[31mboom\u001b[0m\nsecond line " + "x".repeat(200);
+    const lists = new Counter();
     const proxy = await startMutatingProxy(f.proc.addr, {
       machine: (m) =>
         m.id === victim
           ? { ...m, state: St.FAILED, last_error: hostile, capacity_type: 42 as CapacityType }
           : m,
-      list: async (lf, fwd) => ({
-        ...(await fwd({ ...lf, since_revision: undefined })),
-        revision: new Uint8Array(),
-      }),
+      list: async (lf, fwd) => {
+        const l = await fwd({ ...lf, since_revision: undefined });
+        lists.bump();
+        return { ...l, revision: new Uint8Array() };
+      },
     });
     try {
       const r = await cli(["machines", "list", `--target=${proxy.addr}`]);
@@ -411,7 +469,9 @@ Deno.test({
       try {
         const n = (await f.h.list()).machines.length;
         await w.waitForLine((l) => l.startsWith(`${victim} `), "the victim row");
-        await new Promise((r) => setTimeout(r, 500)); // ~10 more full Lists
+        // Ten more full Lists answered, and the last one's output (none) had its time.
+        await lists.reach(lists.count + 10, "ten more full Lists");
+        await lists.reach(lists.count + 1, "one List after them");
         assert.equal(w.lines().length, n + 1, w.lines().join("\n"));
       } finally {
         w.kill("SIGTERM");
@@ -424,57 +484,76 @@ Deno.test({
 });
 
 Deno.test({
-  name: "machines: TLS (--tls-ca, --tls-server-name, --tls) and mTLS (--tls-cert/--tls-key)",
+  name:
+    "machines: TLS to an IP target verifies its IP SAN; --tls-server-name overrides the name; a wrong name, CA or no client certificate is refused",
   ...opts,
   async fn() {
     const dir = await Deno.makeTempDir({ prefix: "bf-cli-tls-" });
     const serverCa = await makeCa(dir, "cli-server-root");
     const clientCa = await makeCa(dir, "cli-client-root");
-    const server = await issueCert(serverCa, {
+    const otherCa = await makeCa(dir, "cli-other-root");
+    // The README's case: the provider's certificate names its IP (and a DNS name).
+    const withIp = await issueCert(serverCa, {
+      cn: "provider",
+      sans: ["DNS:provider.test", "IP:127.0.0.1"],
+      usage: "server",
+      name: "provider-ip",
+    });
+    // Only a DNS name: dialled by IP it must be refused unless the name is given.
+    const dnsOnly = await issueCert(serverCa, {
       cn: "provider",
       sans: ["DNS:provider.test"],
       usage: "server",
-      name: "provider",
+      name: "provider-dns",
     });
     const operator = await issueCert(clientCa, { cn: "operator", usage: "client", name: "op" });
-    const tlsArgs = [`--tls-cert=${server.certFile}`, `--tls-key=${server.keyFile}`];
-    const tls = await startProvider({ args: fakeProviderArgs({ seed: 2, extra: tlsArgs }) });
+    const serve = (c: typeof withIp) => [`--tls-cert=${c.certFile}`, `--tls-key=${c.keyFile}`];
+    const tls = await startProvider({ args: fakeProviderArgs({ seed: 2, extra: serve(withIp) }) });
     const mtls = await startProvider({
-      args: fakeProviderArgs({ seed: 2, extra: [...tlsArgs, `--tls-ca=${clientCa.certFile}`] }),
+      args: fakeProviderArgs({
+        seed: 2,
+        extra: [...serve(dnsOnly), `--tls-ca=${clientCa.certFile}`],
+      }),
     });
     const list = (p: ProviderProcess, ...args: string[]) =>
       cli(["machines", "list", `--target=${p.addr}`, "-o", "name", "--timeout=5s", ...args]);
+    const ca = `--tls-ca=${serverCa.certFile}`;
+    const refused = (r: { code: number; stderr: string }, why: RegExp, what: string) => {
+      assert.equal(r.code, 1, `${what}: ${r.stderr}`);
+      assert.match(r.stderr, /^error: List on 127\.0\.0\.1:\d+ failed: UNAVAILABLE \(14\): /, what);
+      assert.match(r.stderr, why, what);
+      assert.doesNotMatch(r.stderr, /servername must not be an IP/, what);
+    };
     try {
-      const ok = await list(
-        tls,
-        `--tls-ca=${serverCa.certFile}`,
-        "--tls-server-name=provider.test",
-      );
-      assert.equal(ok.code, 0, ok.stderr);
-      assert.equal(lines(ok.stdout).length, 2);
-      // The certificate names provider.test, not 127.0.0.1.
-      const wrongName = await list(tls, `--tls-ca=${serverCa.certFile}`);
-      assert.equal(wrongName.code, 1, wrongName.stderr);
-      assert.match(wrongName.stderr, /^error: List on .* failed: UNAVAILABLE/);
+      for (
+        const name of [[], ["--tls-server-name=127.0.0.1"], ["--tls-server-name=provider.test"]]
+      ) {
+        const ok = await list(tls, ca, ...name);
+        assert.equal(ok.code, 0, `${name.join(" ") || "the target's IP"}: ${ok.stderr}`);
+        assert.equal(lines(ok.stdout).length, 2);
+      }
+      const altname = /does not match certificate's altnames/;
+      refused(await list(tls, ca, "--tls-server-name=wrong.test"), altname, "a wrong name");
+      refused(await list(tls, `--tls-ca=${otherCa.certFile}`), /certificate/i, "another CA");
       // The system trust store does not know our private CA.
-      const system = await list(tls, "--tls", "--tls-server-name=provider.test");
-      assert.equal(system.code, 1, system.stderr);
+      refused(await list(tls, "--tls", "--tls-server-name=provider.test"), /certificate/i, "--tls");
       // Plaintext against a TLS listener.
       assert.equal((await list(tls)).code, 1);
 
       const client = [`--tls-cert=${operator.certFile}`, `--tls-key=${operator.keyFile}`];
-      const ca = [`--tls-ca=${serverCa.certFile}`, "--tls-server-name=provider.test"];
-      const mOk = await list(mtls, ...ca, ...client);
+      refused(await list(mtls, ca, ...client), altname, "an IP the certificate does not name");
+      const named = [ca, "--tls-server-name=provider.test"];
+      const mOk = await list(mtls, ...named, ...client);
       assert.equal(mOk.code, 0, mOk.stderr);
       assert.equal(lines(mOk.stdout).length, 2);
-      const noCert = await list(mtls, ...ca);
+      const noCert = await list(mtls, ...named);
       assert.equal(noCert.code, 1, "no client certificate, no answer");
       const get = await cli([
         "machines",
         "get",
         lines(mOk.stdout)[0],
         `--target=${mtls.addr}`,
-        ...ca,
+        ...named,
         ...client,
       ]);
       assert.equal(get.code, 0, get.stderr);

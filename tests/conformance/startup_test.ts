@@ -14,6 +14,8 @@ import {
   startProvider,
   tail,
 } from "../harness/mod.ts";
+import { type Simulator, startSimulator } from "../pvesim/mod.ts";
+import { providerArgs } from "../proxmox/helpers.ts";
 
 function isJsonRecord(line: string): boolean {
   try {
@@ -24,8 +26,13 @@ function isJsonRecord(line: string): boolean {
 }
 
 /** Refused: non-zero exit, exactly one non-empty stderr line matching `re`, port never served. */
-async function assertRefused(args: string[], re: RegExp, port = freePort()) {
-  const r = await runUntilExit([`--addr=127.0.0.1:${port}`, ...args], { watchPort: port });
+async function assertRefused(
+  args: string[],
+  re: RegExp,
+  port = freePort(),
+  env?: Record<string, string>,
+) {
+  const r = await runUntilExit([`--addr=127.0.0.1:${port}`, ...args], { watchPort: port, env });
   assert.notEqual(r.code, null, `still running after 20 s; stderr:\n${tail(r.stderr)}`);
   assert.notEqual(r.code, 0, "exit code 0 for a refused start");
   const lines = r.stderr.split("\n").filter((l) => l.trim() !== "");
@@ -252,6 +259,242 @@ Deno.test({
     } finally {
       h.close();
       await p.stop();
+    }
+  },
+});
+
+/** Polls `cond` every 20 ms until it holds; fails after `ms` saying what was awaited. */
+async function until(cond: () => boolean, what: string, ms = 10_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+Deno.test({
+  name: "[startup] the fake backend with a cluster's --proxmox-api-url is refused, naming both",
+  async fn() {
+    const url = "--proxmox-api-url=https://pve1.example.invalid:8006/api2/json";
+    await assertRefused(
+      fakeProviderArgs({ seed: 8, extra: [url] }),
+      /^error: --use-fake-backend conflicts with --proxmox-api-url: the fake backend never talks to Proxmox/,
+    );
+    await assertRefused(
+      ["--proxmox-backend=fake", "--metrics-addr=", url],
+      /^error: --proxmox-backend=fake conflicts with --proxmox-api-url/,
+    );
+  },
+});
+
+Deno.test({
+  name:
+    "[startup] an unknown field in the offerings or catalog is refused, naming file, field and the near one",
+  async fn() {
+    const dir = await Deno.makeTempDir({ prefix: "bfconf-startup-" });
+    try {
+      const offers = `${dir}/offerings.json`;
+      await Deno.writeTextFile(
+        offers,
+        JSON.stringify([{ instance_type: "pve.large", zone: "pve-a", count: 2, resoruces: {} }]),
+      );
+      const line = await assertRefused(
+        fakeProviderArgs({ seed: 8, extra: [`--offerings=${offers}`] }),
+        /^error: --offerings: ".*offerings\.json": offering 0: unknown field "resoruces" \(did you mean "resources"\?\)$/,
+      );
+      assert.ok(line.includes(offers), line);
+      const types = `${dir}/types.json`;
+      await Deno.writeTextFile(types, JSON.stringify({ "pve.large": { vcpu: 8, memroy_mib: 1 } }));
+      await assertRefused(
+        fakeProviderArgs({ seed: 8, extra: [`--instance-types=${types}`] }),
+        /^error: --instance-types: ".*types\.json": instance type "pve\.large": unknown field "memroy_mib" \(did you mean "memory_mib"\?\)$/,
+      );
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
+  name: "[startup] a catalog that is not JSON says in words what was expected where",
+  async fn() {
+    const dir = await Deno.makeTempDir({ prefix: "bfconf-startup-" });
+    try {
+      const types = `${dir}/types.yaml`;
+      await Deno.writeTextFile(types, "name: pve.large\nvcpu: 8\n");
+      await assertRefused(
+        fakeProviderArgs({ seed: 8, extra: [`--instance-types=${types}`] }),
+        /^error: --instance-types: ".*types\.yaml": expected a JSON value \(an object, array, string, number, true, false or null\) but found "name:" at line 1 column 1$/,
+      );
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
+  name: "[startup] empty offerings serve 0 machines, and say so with a WARN line",
+  async fn() {
+    const dir = await Deno.makeTempDir({ prefix: "bfconf-startup-" });
+    const offers = `${dir}/empty.json`;
+    await Deno.writeTextFile(offers, "[]\n");
+    const p = await startProvider({
+      args: fakeProviderArgs({ seed: 8, extra: [`--offerings=${offers}`] }),
+    });
+    const h = new Harness(p.addr);
+    try {
+      assert.equal((await h.list()).machines.length, 0);
+      const warned = () =>
+        p.stderr().split("\n").filter(isJsonRecord).map((l) => JSON.parse(l)).find((r) =>
+          r.level === "WARN" && r.message.includes("defines no offerings")
+        );
+      await until(() => warned() !== undefined, "the empty-offerings WARN");
+      assert.match(warned().message, /serves 0 machines/);
+      assert.ok(warned().message.includes(offers));
+    } finally {
+      h.close();
+      await p.stop();
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "[startup] BIGFLEET_LOG_LEVEL takes the level as the logs print it (WARN, warning, wrn); unknown is refused",
+  async fn() {
+    for (const spelling of ["warn", "WARN", "warning", "wrn"]) {
+      const p = await startProvider({
+        args: fakeProviderArgs({ seed: 8 }),
+        env: { BIGFLEET_LOG_LEVEL: spelling },
+      });
+      const h = new Harness(p.addr);
+      try {
+        await h.list();
+        const records = () => p.stderr().split("\n").filter(isJsonRecord).map((l) => JSON.parse(l));
+        // The fake's WARN comes before the port opens; no INFO line (inventory, serving) may show.
+        await until(() => records().some((r) => r.level === "WARN"), `${spelling}: the WARN line`);
+        assert.deepEqual(
+          records().filter((r) => r.level === "INFO").map((r) => r.message),
+          [],
+          `${spelling}: INFO lines at level ${spelling}`,
+        );
+      } finally {
+        h.close();
+        await p.stop();
+      }
+    }
+    await assertRefused(
+      fakeProviderArgs({ seed: 8 }),
+      /^error: BIGFLEET_LOG_LEVEL: unknown log level "verbose" \(want trace, debug, info, warn, error or fatal\)$/,
+      freePort(),
+      { BIGFLEET_LOG_LEVEL: "verbose" },
+    );
+    await assertRefused(
+      fakeProviderArgs({ seed: 8, extra: ["--log-level=loud"] }),
+      /^error: --log-level: unknown log level "loud"/,
+    );
+  },
+});
+
+Deno.test({
+  name: "[startup] --log-format=text writes one readable line per record, fields as key=value",
+  async fn() {
+    const p = await startProvider({
+      args: fakeProviderArgs({ seed: 8, extra: ["--log-format=text"] }),
+    });
+    const h = new Harness(p.addr);
+    try {
+      await h.walkToIdle();
+      const serving = () =>
+        p.stderr().split("\n").find((l) => l.includes("serving CapacityProvider"));
+      await until(() => serving() !== undefined, "the serving line");
+      assert.match(
+        serving()!,
+        /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z INFO {2}bigfleet: serving CapacityProvider .*\bproxmox_backend=fake\b.*\bmachines=8\b/,
+      );
+      const lines = p.stderr().split("\n").filter((l) => l.trim() !== "");
+      assert.ok(lines.every((l) => !isJsonRecord(l)), "no JSON line");
+      assert.ok(
+        lines.every((l) => /^\S+Z (TRACE|DEBUG|INFO |WARN |ERROR|FATAL) bigfleet[\w.-]*: /.test(l)),
+        lines.join("\n"),
+      );
+    } finally {
+      h.close();
+      await p.stop();
+    }
+  },
+});
+
+/** Flags of the real backend against `sim`, with `nodes` (the later flag wins); the token under `dir`. */
+async function simArgs(sim: Simulator, dir: string, nodes: string): Promise<string[]> {
+  const token = `${dir}/token`;
+  await Deno.writeTextFile(token, sim.tokenSecret + "\n");
+  return [...providerArgs(sim, token), `--nodes=${nodes}`, "--reconcile-interval=0"];
+}
+
+Deno.test({
+  name: "[startup] a --nodes entry the cluster lacks is refused, naming it and the nodes there are",
+  async fn() {
+    const sim = await startSimulator({});
+    const dir = await Deno.makeTempDir({ prefix: "bfconf-nodes-" });
+    try {
+      await assertRefused(
+        await simArgs(sim, dir, "pve1,pve9"),
+        /^error: node "pve9" in --nodes is not a node of this Proxmox cluster \(it has pve1, pve2\): correct --nodes/,
+      );
+      assert.equal(sim.requests.filter((q) => q.method !== "GET").length, 0, "nothing was created");
+    } finally {
+      await sim.close();
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "[startup] when the node list does not answer: a WARN, serving, a check once it answers; an unknown node then fails its zone's Creates clearly",
+  async fn() {
+    const sim = await startSimulator({});
+    // GET /nodes answers like a proxy that lost the node (596) until the rule is cleared.
+    sim.faults.http596 = [{ path: /^\/nodes$/, method: "GET", count: 1_000, delayMs: 0 }];
+    const dir = await Deno.makeTempDir({ prefix: "bfconf-nodes-" });
+    const p = await startProvider({ args: await simArgs(sim, dir, "pve1,pve9") });
+    const h = new Harness(p.addr);
+    try {
+      const records = () => p.stderr().split("\n").filter(isJsonRecord).map((l) => JSON.parse(l));
+      await until(
+        () =>
+          records().some((r) =>
+            r.level === "WARN" && /could not list the cluster's nodes/.test(r.message)
+          ),
+        "the WARN that --nodes could not be checked",
+      );
+      sim.faults.http596 = [];
+      await until(
+        () =>
+          records().some((r) =>
+            r.level === "ERROR" && /node "pve9" in --nodes is not a node/.test(r.message)
+          ),
+        "the ERROR once the check ran",
+        30_000,
+      );
+      const pve9 = (await h.list()).machines.find((m) => m.zone === "pve9")!;
+      await h.create(pve9.id);
+      const failed = await h.mustReach(pve9.id, St.FAILED);
+      assert.match(
+        failed.last_error,
+        /^create failed: zone pve9: node "pve9" in --nodes is not a node of this Proxmox cluster \(it has pve1, pve2\)/,
+      );
+      // The zones that exist keep working.
+      const pve1 = (await h.list()).machines.find((m) => m.zone === "pve1")!;
+      await h.create(pve1.id);
+      await h.mustReach(pve1.id, St.IDLE);
+    } finally {
+      h.close();
+      await p.stop();
+      await sim.close();
+      await Deno.remove(dir, { recursive: true });
     }
   },
 });

@@ -7,10 +7,12 @@ import assert from "node:assert/strict";
 import { loadConfig } from "../../src/config/load.ts";
 import { FLAG_TABLE } from "../../src/config/flags.ts";
 import {
+  CHART,
   EXAMPLES,
   helm,
   kinds,
   type Manifest,
+  NAMESPACE,
   one,
   parseManifests,
   RELEASE,
@@ -138,7 +140,7 @@ Deno.test("chart: minimal values render a single-replica Recreate Deployment wit
   assert.equal(d.metadata.namespace, "bigfleet");
   assert.equal(d.spec.replicas, 1);
   assert.deepEqual(d.spec.strategy, { type: "Recreate" });
-  assert.equal(container(ms).image, "ghcr.io/your-org/bigfleet-proxmox:latest");
+  assert.equal(container(ms).image, "ghcr.io/your-org/bigfleet-proxmox:0.1.0");
   assert.equal(container(ms).imagePullPolicy, "IfNotPresent");
   assert.deepEqual(args(ms), [
     "--addr=:9000",
@@ -374,7 +376,7 @@ Deno.test("chart: full values set every knob", async () => {
   const c = container(ms);
   const pod = podSpec(ms);
   const tmpl = deployment(ms).spec.template;
-  assert.equal(c.image, "registry.example.internal/bigfleet/bigfleet-proxmox:1.2.3");
+  assert.equal(c.image, "registry.example.internal/bigfleet/bigfleet-proxmox:0.1.0");
   assert.equal(c.imagePullPolicy, "Always");
   assert.deepEqual(pod.imagePullSecrets, [{ name: "registry-credentials" }]);
   assert.deepEqual(c.resources, {
@@ -923,4 +925,131 @@ Deno.test("chart: values.yaml, values.schema.json and docs/install.md describe t
   for (const key of Object.keys(values)) {
     assert.match(table, new RegExp("`" + key + "[`.]"), `docs/install.md § Values lists ${key}`);
   }
+});
+
+/** The schema failures docs/install.md § Render-time checks explains, as helm prints them. */
+const EXPLAINED_FAILURES = {
+  exclusive: "- at '/proxmox/templateVMID': 'anyOf' failed",
+  tokenId: "- at '/proxmox/tokenID': 'bigfleet' does not match pattern",
+};
+
+Deno.test("chart: templateVMID and templateName are exclusive in values.schema.json", async () => {
+  const both = await template([...MINIMAL, "--set", "proxmox.templateName=k8s-golden"]);
+  assert.equal(both.ok, false, "templateVMID 9000 (from the example) with templateName renders");
+  assert.equal(both.stdout, "", "nothing rendered");
+  assert.match(both.stderr, SCHEMA_ERROR);
+  assert.ok(both.stderr.includes(EXPLAINED_FAILURES.exclusive), both.stderr);
+  assert.match(both.stderr, /value must be ''/);
+  for (
+    const empty of [["--set", "proxmox.templateVMID="], ["--set", "proxmox.templateVMID=null"]]
+  ) {
+    const ms = await render([...MINIMAL, ...empty, "--set", "proxmox.templateName=k8s-golden"]);
+    assert.deepEqual(args(ms).filter((a) => a.startsWith("--template-")), [
+      "--template-name=k8s-golden",
+    ]);
+  }
+});
+
+Deno.test("chart: proxmox.tokenID must look like USER@REALM!TOKENID", async () => {
+  for (const bad of ["bigfleet", "bigfleet@pve", "bigfleet!autoscaler", "a b@pve!x", "a@pve!x!y"]) {
+    const res = await template([...MINIMAL, "--set-string", `proxmox.tokenID=${bad}`]);
+    assert.equal(res.ok, false, `${bad} renders`);
+    assert.match(res.stderr, SCHEMA_ERROR, bad);
+    assert.ok(res.stderr.includes("- at '/proxmox/tokenID': "), `${bad}: ${res.stderr}`);
+  }
+  const res = await template([...MINIMAL, "--set-string", "proxmox.tokenID=bigfleet"]);
+  assert.ok(res.stderr.includes(EXPLAINED_FAILURES.tokenId), res.stderr);
+  for (const good of ["bigfleet@pve!autoscaler", "root@pam!ci-01", "svc.k8s@ad.example!t_1"]) {
+    const ms = await render([...MINIMAL, "--set-string", `proxmox.tokenID=${good}`]);
+    assert.ok(args(ms).includes(`--proxmox-token-id=${good}`), good);
+  }
+  // The fake backend needs none.
+  assert.ok((await template([...FAKE, "--set", "proxmox.tokenID="])).ok);
+});
+
+Deno.test("chart: docs/install.md explains the schema failures helm prints in its own words", async () => {
+  const install = await Deno.readTextFile(`${ROOT}docs/install.md`);
+  const section = install.slice(
+    install.indexOf("### Render-time checks"),
+    install.indexOf("### gRPC TLS from the chart"),
+  );
+  for (const text of Object.values(EXPLAINED_FAILURES)) {
+    assert.ok(section.includes(text.replace(/^- /, "")), `§ Render-time checks explains: ${text}`);
+  }
+});
+
+Deno.test("chart: a per-node templateVMID map merges without helm's coalesce warning", async () => {
+  const file = await valuesFile("proxmox:\n  templateVMID:\n    pve1: 9000\n    pve2: 9001\n");
+  try {
+    // Over the example's 9000, and over the chart's own default (the fake needs no example).
+    for (const base of [MINIMAL, FAKE]) {
+      const res = await template([...base, "-f", file]);
+      assert.ok(res.ok, res.stderr);
+      assert.equal(res.stderr, "", "helm printed nothing on stderr");
+      assert.ok(
+        args(parseManifests(res.stdout)).includes("--template-vmid=pve1=9000,pve2=9001"),
+      );
+    }
+  } finally {
+    await Deno.remove(file);
+  }
+});
+
+Deno.test("chart: an optional NetworkPolicy admits grpcFrom to gRPC and metricsFrom to metrics only", async () => {
+  assert.ok(
+    !kinds(await render(MINIMAL)).some((k) => k.startsWith("NetworkPolicy/")),
+    "off by default",
+  );
+  const on = [
+    "--set",
+    "networkPolicy.enabled=true",
+    "--set",
+    "networkPolicy.grpcFrom[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=bigfleet",
+  ];
+  const ms = await render([...MINIMAL, ...on]);
+  const np = one(ms, "NetworkPolicy");
+  assert.equal(np.apiVersion, "networking.k8s.io/v1");
+  assert.equal(np.metadata.namespace, NAMESPACE);
+  // It selects exactly the provider's pods, by the labels the Deployment gives them.
+  const podLabels = deployment(ms).spec.template.metadata.labels;
+  for (const [k, v] of Object.entries(np.spec.podSelector.matchLabels)) {
+    assert.equal(podLabels[k], v, k);
+  }
+  assert.deepEqual(np.spec.podSelector.matchLabels, deployment(ms).spec.selector.matchLabels);
+  assert.deepEqual(np.spec.policyTypes, ["Ingress"]);
+  const portNames = (container(ms).ports as Manifest[]).map((p) => p.name);
+  assert.deepEqual(np.spec.ingress, [{
+    from: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "bigfleet" } } }],
+    ports: [{ port: "grpc", protocol: "TCP" }],
+  }], "no metricsFrom: nobody reaches the metrics port");
+  assert.ok(portNames.includes("grpc") && portNames.includes("metrics"), portNames.join(" "));
+
+  const withMetrics = one(
+    await render([
+      ...MINIMAL,
+      ...on,
+      "--set",
+      "networkPolicy.metricsFrom[0].podSelector.matchLabels.app=prometheus",
+    ]),
+    "NetworkPolicy",
+  );
+  assert.deepEqual(withMetrics.spec.ingress[1], {
+    from: [{ podSelector: { matchLabels: { app: "prometheus" } } }],
+    ports: [{ port: "metrics", protocol: "TCP" }],
+  });
+
+  const open = await template([...MINIMAL, "--set", "networkPolicy.enabled=true"]);
+  assert.equal(open.ok, false, "an empty grpcFrom would admit everyone");
+  assert.match(open.stderr, /networkPolicy\.enabled=true needs networkPolicy\.grpcFrom/);
+});
+
+Deno.test("examples: every example values file pins the chart's appVersion as the image tag", async () => {
+  const { parse } = await import("yaml");
+  const chart = parse(await Deno.readTextFile(`${CHART}/Chart.yaml`));
+  for (const file of ["values-minimal.yaml", "values-full.yaml", "values-mtls.yaml"]) {
+    const values = parse(await Deno.readTextFile(`${EXAMPLES}/${file}`));
+    assert.equal(String(values.image?.tag), chart.appVersion, `${file}: image.tag`);
+  }
+  const ms = await render(MINIMAL);
+  assert.ok(container(ms).image.endsWith(`:${chart.appVersion}`), container(ms).image);
 });

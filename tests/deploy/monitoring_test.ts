@@ -10,6 +10,7 @@ import { parse as parseYaml } from "yaml";
 import { Harness, outcome } from "../harness/mod.ts";
 import { httpGet, startWithMetrics } from "../server/helpers.ts";
 import { API_OPS } from "../../src/server/metrics.ts";
+import { STATE_NAMES } from "../../src/kit/model.ts";
 import {
   CHART,
   EXAMPLES,
@@ -163,7 +164,16 @@ Deno.test("monitoring: the ServiceMonitor scrapes the Service's metrics port", a
 Deno.test("monitoring: docs/observability.md shows exactly the chart's rule file", async () => {
   const file = await fileRules();
   assert.deepEqual(await docRules(), file);
-  assert.ok(alertNames(file).length >= 10, alertNames(file).join(" "));
+  assert.ok(alertNames(file).length >= 12, alertNames(file).join(" "));
+  const rule = (name: string) => file.flatMap((g) => g.rules).find((r) => r.alert === name);
+  assert.match(
+    rule("BigFleetProxmoxMachinesFailed")?.expr ?? "",
+    /bigfleet_proxmox_machines\{[^}]*state="FAILED"\}\) > 0$/,
+  );
+  assert.match(
+    rule("BigFleetProxmoxTransitionStuck")?.expr ?? "",
+    /time\(\) - \(bigfleet_proxmox_transition_oldest_start_seconds\{[^}]*\} > 0\)\)\s+> on \(instance, state\)\s+bigfleet_proxmox_transition_timeout_seconds\{/,
+  );
   // Every series selector carries the job matcher, so a release's rules see only its provider.
   for (const r of file.flatMap((g) => g.rules)) {
     const sels = selectors(r.expr);
@@ -296,6 +306,15 @@ Deno.test("monitoring: the dashboard shows requests, latency, transitions, API, 
   uses(/by \(op, le\) \(rate\(bigfleet_proxmox_api_duration_seconds_bucket/, "API latency per op");
   uses(/bigfleet_proxmox_reconcile_total/, "reconcile passes");
   uses(/process_resident_memory_bytes/, "process memory");
+  uses(/^sum by \(state\) \(bigfleet_proxmox_machines\{/, "machines by state");
+  uses(
+    /^sum by \(zone\) \(bigfleet_proxmox_machines\{[^}]*state="FAILED"/,
+    "FAILED machines by zone",
+  );
+  uses(
+    /time\(\) - \(bigfleet_proxmox_transition_oldest_start_seconds\{/,
+    "the oldest transition's age",
+  );
 });
 
 /** Metric names and label keys a real provider exports, after some real RPCs. */
@@ -334,6 +353,7 @@ const DOMAINS: Record<string, readonly string[]> = {
   outcome: ["ok", "error"],
   method: ["Create", "Configure", "Drain", "Delete", "Get", "List"],
   code: Object.keys(grpcStatus).filter((k) => Number.isNaN(Number(k))),
+  state: Object.values(STATE_NAMES),
 };
 
 Deno.test("monitoring: every metric, label and label value in the rules and dashboard is one the provider exports", async () => {
@@ -362,6 +382,9 @@ Deno.test("monitoring: every metric, label and label value in the rules and dash
       "bigfleet_proxmox_api_duration_seconds_bucket",
       "bigfleet_proxmox_reconcile_total",
       "bigfleet_proxmox_panics_total",
+      "bigfleet_proxmox_machines",
+      "bigfleet_proxmox_transition_oldest_start_seconds",
+      "bigfleet_proxmox_transition_timeout_seconds",
       "process_resident_memory_bytes",
     ]
   ) assert.ok(metrics.has(name), `${name} is used`);

@@ -68,7 +68,7 @@ Deno.test("after a crash: a FAILED Create's in-flight clone is recorded on it, l
     assert.equal((await h2.list({ since_revision: revision })).machines.length, 0);
     const found = logLines(p.stderr()).filter((l) => String(l.message).includes(FOUND));
     assert.equal(found.length, 1, "logged once");
-    assert.equal(found[0].id, id);
+    assert.equal(found[0].machineId, id);
     assert.equal(found[0].hostRef, hostRef);
     assert.ok(r.sim.vm(vm.vmid), "nothing was destroyed");
     assert.equal(r.sim.vm(vm.vmid)?.stops, 0, "nothing was stopped");

@@ -95,6 +95,8 @@ export function configFor(
     metricsAddr: null,
     reflection: false,
     tls: null,
+    log: { level: "info", format: "json" },
+    warnings: [],
     ...extra,
   };
 }

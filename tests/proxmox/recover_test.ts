@@ -226,7 +226,7 @@ function refused(out: CliResult, why: RegExp): void {
 /** The provider's audit line for an applied recovery. */
 function audited(stderr: string, id: string, action: string): void {
   const hit = logLines(stderr).find((l) =>
-    l.audit === true && l.id === id && l.action === action && l.to !== undefined
+    l.audit === true && l.machineId === id && l.action === action && l.to !== undefined
   );
   assert.ok(hit, `an audit line for ${action} of ${id}`);
   assert.equal(hit.was, "create transition interrupted by a provider restart; needs re-drive");

@@ -1,42 +1,170 @@
-// Standalone simulator for manual use:
-//   deno run --allow-all tests/pvesim/main.ts --port 8006 [--nodes pve1,pve2] [--secret S]
-//     [--token-id ID] [--legacy-errors] [--audit-hidden] [--auth-fail-delay MS] [--slow]
-//     [--time-scale F]
-// --slow uses real-PVE timings (REAL_TIMING: a 3 minute clone, agent boot 25 s, RRD lag 10 s);
-// --time-scale F the same multiplied by F.
+// The simulator on its own, for trying the real backend without a cluster
+// (docs/try-it.md): `deno task pvesim [flags]`. It prints the URL, token,
+// CA file and the provider flags that reach it, serves until SIGINT or
+// SIGTERM, then stops and removes its PKI folder (unless --cert-dir named
+// one). --help prints the flags; an unknown flag is one `error:` line, exit 2.
 
+import { parseArgv } from "../../src/config/flags.ts";
+import { ConfigError } from "../../src/config/types.ts";
+import { helpText } from "../../src/cli/help.ts";
+import type { Command } from "../../src/cli/command.ts";
 import { REAL_TIMING, scaledTiming, startSimulator } from "./mod.ts";
 import type { SimOptions } from "./types.ts";
 
-function arg(name: string): string | undefined {
-  const i = Deno.args.indexOf(`--${name}`);
-  if (i >= 0) return Deno.args[i + 1];
-  const eq = Deno.args.find((a) => a.startsWith(`--${name}=`));
-  return eq?.slice(name.length + 3);
-}
-const flag = (name: string) => Deno.args.includes(`--${name}`);
+const SIM = "Simulator";
+const FAULTS = "Fidelity and faults";
 
-const opts: SimOptions = {
-  port: Number(arg("port") ?? 8006),
-  host: arg("host") ?? "127.0.0.1",
-  nodes: arg("nodes")?.split(","),
-  tokenId: arg("token-id"),
-  tokenSecret: arg("secret"),
-  legacyErrors: flag("legacy-errors"),
-  auditHidden: flag("audit-hidden"),
-  authFailDelayMs: Number(arg("auth-fail-delay") ?? 0),
-  certDir: arg("cert-dir"),
+const FLAGS = {
+  port: {
+    kind: "string",
+    default: "8006",
+    topic: SIM,
+    arg: "PORT",
+    help: "HTTPS port (0: any free port)",
+  },
+  host: { kind: "string", default: "127.0.0.1", topic: SIM, arg: "HOST", help: "listen address" },
+  nodes: {
+    kind: "string",
+    default: "pve1,pve2",
+    topic: SIM,
+    arg: "LIST",
+    help: "cluster node names (the template, VM 9000, is on the first)",
+  },
+  "token-id": {
+    kind: "string",
+    default: "bigfleet@pve!autoscaler",
+    topic: SIM,
+    arg: "ID",
+    help: "the one API token id accepted",
+  },
+  secret: {
+    kind: "string",
+    default: "",
+    topic: SIM,
+    arg: "SECRET",
+    none: "a random UUID",
+    help: "the token's secret",
+  },
+  "cert-dir": {
+    kind: "string",
+    default: "",
+    topic: SIM,
+    arg: "DIR",
+    none: "a temporary folder, removed on exit",
+    help: "where the CA, the server certificate and the token file are written (kept on exit)",
+  },
+  slow: {
+    kind: "bool",
+    default: false,
+    topic: FAULTS,
+    help: "real-PVE timings: a 3 minute clone, the guest agent after 25 s, RRD every 10 s",
+  },
+  "time-scale": {
+    kind: "string",
+    default: "",
+    topic: FAULTS,
+    arg: "F",
+    none: "fast test timings",
+    help: "real-PVE timings multiplied by F (0.01: a 1.8 s clone)",
+  },
+  "legacy-errors": {
+    kind: "bool",
+    default: false,
+    topic: FAULTS,
+    help: "errors without the JSON message field (pve-http-server before 5.2)",
+  },
+  "audit-hidden": {
+    kind: "bool",
+    default: false,
+    topic: FAULTS,
+    help: "a token without VM.Audit: listings show no guests",
+  },
+  "auth-fail-delay": {
+    kind: "string",
+    default: "0",
+    topic: FAULTS,
+    arg: "MS",
+    help: "delay of 401 answers in ms (real PVE: 3000)",
+  },
+} as const;
+
+const COMMAND: Command = {
+  name: "pvesim",
+  summary: "the Proxmox VE API simulator",
+  usage: "[flags]",
+  description:
+    "A simulated Proxmox VE cluster API over HTTPS (token auth, tasks, clones, a scripted guest\n" +
+    "agent) for trying the real backend without a cluster. It prints the flags that point the\n" +
+    "provider at it; SIGINT or SIGTERM stops it and removes its PKI folder.",
+  flags: FLAGS,
+  footer: "Walk-through: docs/try-it.md. Options and fidelity: tests/pvesim/README.md.",
 };
-if (flag("slow")) opts.timing = REAL_TIMING;
-if (arg("time-scale") !== undefined) opts.timing = scaledTiming(Number(arg("time-scale")));
 
-const sim = await startSimulator(opts);
-console.log(`pvesim listening on ${sim.url}`);
-console.log(`token id:     ${sim.tokenId}`);
-console.log(`token secret: ${sim.tokenSecret}`);
-console.log(`CA file:      ${sim.caFile}`);
-console.log(`fingerprint:  ${sim.fingerprint}`);
-Deno.addSignalListener("SIGINT", async () => {
+function number(flag: string, text: string): number {
+  const n = Number(text);
+  if (text.trim() === "" || !Number.isFinite(n) || n < 0) {
+    throw new ConfigError(`--${flag}: want a number >= 0, got ${JSON.stringify(text)}`);
+  }
+  return n;
+}
+
+async function main(args: string[]): Promise<number> {
+  let opts: SimOptions;
+  try {
+    const p = parseArgv(FLAGS, args, { help: true });
+    if (p.help) {
+      await Deno.stdout.write(
+        new TextEncoder().encode(helpText(COMMAND, [], "deno task pvesim")),
+      );
+      return 0;
+    }
+    const v = p.values;
+    opts = {
+      port: number("port", v.port),
+      host: v.host,
+      nodes: v.nodes.split(",").map((n) => n.trim()).filter((n) => n !== ""),
+      tokenId: v["token-id"],
+      tokenSecret: v.secret || undefined,
+      legacyErrors: v["legacy-errors"],
+      auditHidden: v["audit-hidden"],
+      authFailDelayMs: number("auth-fail-delay", v["auth-fail-delay"]),
+      certDir: v["cert-dir"] || undefined,
+    };
+    if (v.slow) opts.timing = REAL_TIMING;
+    if (v["time-scale"] !== "") opts.timing = scaledTiming(number("time-scale", v["time-scale"]));
+  } catch (e) {
+    if (!(e instanceof ConfigError)) throw e;
+    console.error(`error: ${e.message}`);
+    return 2;
+  }
+
+  const sim = await startSimulator(opts);
+  const dir = sim.caFile.slice(0, sim.caFile.lastIndexOf("/"));
+  const tokenFile = `${dir}/token`;
+  await Deno.writeTextFile(tokenFile, sim.tokenSecret + "\n", { mode: 0o600 });
+  const nodes = (opts.nodes ?? ["pve1", "pve2"]).join(",");
+  console.log(`pvesim listening on ${sim.url}`);
+  console.log(`token id:     ${sim.tokenId}`);
+  console.log(`token secret: ${sim.tokenSecret}`);
+  console.log(`token file:   ${tokenFile}`);
+  console.log(`CA file:      ${sim.caFile}`);
+  console.log(`fingerprint:  ${sim.fingerprint}`);
+  console.log(
+    `provider flags: --proxmox-api-url=${sim.url} --proxmox-token-id=${sim.tokenId} ` +
+      `--proxmox-token-file=${tokenFile} --proxmox-ca-file=${sim.caFile} --nodes=${nodes} ` +
+      "--proxmox-pool=bigfleet",
+  );
+
+  const stopped = Promise.withResolvers<void>();
+  const stop = () => stopped.resolve();
+  Deno.addSignalListener("SIGINT", stop);
+  Deno.addSignalListener("SIGTERM", stop);
+  await stopped.promise;
+  // Closing removes the PKI folder it made (a --cert-dir is the caller's to keep).
   await sim.close();
-  Deno.exit(0);
-});
+  if (opts.certDir !== undefined) await Deno.remove(tokenFile).catch(() => {});
+  console.log("pvesim stopped");
+  return 0;
+}
+
+if (import.meta.main) Deno.exit(await main(Deno.args));

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { startSimulator } from "../pvesim/mod.ts";
 import { Harness, MachineState } from "../harness/mod.ts";
-import { sample, scrape, startWithMetrics, waitFor } from "./helpers.ts";
+import { logLines, sample, scrape, startWithMetrics, waitFor } from "./helpers.ts";
 
 const P = "bigfleet_proxmox_";
 
@@ -51,6 +51,26 @@ Deno.test("api metrics: ops and outcomes from the real backend against the simul
     assert.ok(!text.includes(sim.tokenSecret));
     const startup = proc.stderr().split("\n").find((l) => l.includes("serving CapacityProvider"));
     assert.match(startup ?? "", /"proxmox_backend":"proxmox"/);
+    // The failed Configure's landing: WARN, FAILED, its last_error and duration.
+    const failed = (await h.get(w.id)).last_error;
+    const line = await waitFor(
+      "the FAILED line",
+      () =>
+        logLines(proc.stderr()).find((l) =>
+          l.logger === "bigfleet.kit" && l.machineId === w.id && l.state === "FAILED"
+        ),
+    );
+    assert.equal(line.level, "WARN");
+    assert.equal(line.kind, "configure");
+    assert.equal(line.error, failed);
+    assert.ok(Number(line.dur_ms) > 0);
+    assert.equal(line.message, `configure of ${w.id} failed after ${line.dur_ms} ms: ${failed}`);
+    // The backend's own lines name the machine with the same field.
+    const up = logLines(proc.stderr()).find((l) =>
+      l.logger === "bigfleet.proxmox" &&
+      String(l.message).includes(" is up for machine ")
+    );
+    assert.equal(up?.machineId, w.id);
   } finally {
     h.close();
     await proc.stop();

@@ -149,3 +149,138 @@ Deno.test("metrics: a failing reconcile pass counts as reconcile_total{outcome=e
     await app.stop();
   }
 });
+
+/** Machines by (state, zone) from a scrape, zero series left out. */
+function byStateZone(s: Map<string, number>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [key, v] of s) {
+    const m = /^bigfleet_proxmox_machines\{state=(\w+),zone=([^}]+)\}$/.exec(key);
+    if (m && v !== 0) out[`${m[1]}/${m[2]}`] = v;
+  }
+  return out;
+}
+
+Deno.test("metrics: machines by state and zone and the oldest running transition follow the fleet, across a restart", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "bf-metrics-" });
+  const args = ["--seed-count=8", "--fake-delay=1500ms", `--state=${dir}/state.kv`];
+  let proc = await startWithMetrics(args);
+  let h = new Harness(proc.addr);
+  try {
+    let s = await scrape(proc.metricsPort);
+    assert.deepEqual(byStateZone(s), { "SPECULATIVE/pve-a": 4, "SPECULATIVE/pve-b": 4 });
+    // Every state has its series from boot, so `FAILED > 0` and absent() rules work at once.
+    for (const state of ["CREATING", "IDLE", "CONFIGURED", "FAILED"]) {
+      assert.equal(sample(s, `${P}machines`, { state, zone: "pve-a" }), 0, state);
+    }
+    const timeouts = { CREATING: 480, CONFIGURING: 480, DRAINING: 900, DELETING: 300 };
+    for (const [state, seconds] of Object.entries(timeouts)) {
+      assert.equal(sample(s, `${P}transition_timeout_seconds`, { state }), seconds, state);
+      assert.equal(sample(s, `${P}transition_oldest_start_seconds`, { state }), 0, state);
+    }
+
+    const all = (await h.list()).machines;
+    const [m1, m2] = all.filter((m) => m.zone === "pve-a");
+    const before = Date.now() / 1000;
+    await h.create(m1.id);
+    s = await waitFor("CREATING counted", async () => {
+      const s = await scrape(proc.metricsPort);
+      return sample(s, `${P}machines`, { state: "CREATING", zone: "pve-a" }) === 1 ? s : undefined;
+    });
+    assert.deepEqual(byStateZone(s), {
+      "SPECULATIVE/pve-a": 3,
+      "CREATING/pve-a": 1,
+      "SPECULATIVE/pve-b": 4,
+    });
+    const started = sample(s, `${P}transition_oldest_start_seconds`, { state: "CREATING" });
+    assert.ok(started >= before - 1 && started <= Date.now() / 1000 + 1, `started at ${started}`);
+    await h.mustReach(m1.id, MachineState.IDLE);
+    s = await waitFor("IDLE counted", async () => {
+      const s = await scrape(proc.metricsPort);
+      return sample(s, `${P}machines`, { state: "IDLE", zone: "pve-a" }) === 1 ? s : undefined;
+    });
+    assert.deepEqual(byStateZone(s), {
+      "SPECULATIVE/pve-a": 3,
+      "IDLE/pve-a": 1,
+      "SPECULATIVE/pve-b": 4,
+    });
+    assert.equal(sample(s, `${P}transition_oldest_start_seconds`, { state: "CREATING" }), 0);
+
+    // Killed mid-Create: the restart brings it back FAILED, and the gauge says so.
+    await h.create(m2.id);
+    await h.mustReach(m2.id, MachineState.CREATING);
+    h.close();
+    await proc.stop();
+    proc = await startWithMetrics(args);
+    h = new Harness(proc.addr);
+    s = await scrape(proc.metricsPort);
+    assert.deepEqual(byStateZone(s), {
+      "SPECULATIVE/pve-a": 2,
+      "IDLE/pve-a": 1,
+      "FAILED/pve-a": 1,
+      "SPECULATIVE/pve-b": 4,
+    });
+    assert.equal((await h.get(m2.id)).state, MachineState.FAILED);
+  } finally {
+    h.close();
+    await proc.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("logs: each lifecycle call's line names machine, operation, shard, epoch and sequence; each transition logs its start and landing with its duration", async () => {
+  const proc = await startWithMetrics(["--seed-count=4", "--fake-delay=100ms"]);
+  const h = new Harness(proc.addr);
+  try {
+    const m = await h.pickSpeculative();
+    const shard = h.session("logs");
+    shard.epoch = 7n;
+    shard.seq = 41n;
+    const ack = await shard.create(m.id);
+    assert.equal(ack.code, 0);
+    const opId = (ack as { value: { operation_id: string } }).value.operation_id;
+    await h.mustReach(m.id, MachineState.IDLE);
+    const landed = await waitFor(
+      "the landing line",
+      () =>
+        logLines(proc.stderr()).find((l) =>
+          l.logger === "bigfleet.kit" &&
+          l.message === `create of ${m.id} landed IDLE after ${l.dur_ms} ms`
+        ),
+    );
+    const lines = logLines(proc.stderr());
+    const rpc = lines.find((l) => l.logger === "bigfleet.rpc" && l.method === "Create");
+    assert.ok(rpc, "the Create line");
+    assert.deepEqual(
+      [rpc.machineId, rpc.operationId, rpc.shardId, rpc.epoch, rpc.sequence, rpc.code],
+      [m.id, opId, shard.shard, "7", "41", "OK"],
+    );
+    const start = lines.find((l) => l.message === `create of ${m.id} started`);
+    assert.ok(start, "the start line");
+    assert.deepEqual(
+      [
+        start.level,
+        start.machineId,
+        start.operationId,
+        start.shardId,
+        start.epoch,
+        start.sequence,
+        start.state,
+      ],
+      ["INFO", m.id, opId, shard.shard, "7", "41", "CREATING"],
+    );
+    assert.deepEqual([landed.level, landed.machineId, landed.operationId, landed.state], [
+      "INFO",
+      m.id,
+      opId,
+      "IDLE",
+    ]);
+    assert.ok(Number(landed.dur_ms) >= 100, `dur_ms ${landed.dur_ms}: the fake's delay`);
+    // One field name for the machine id in every logger.
+    for (const l of lines) {
+      for (const k of ["id", "machine_id", "machine"]) assert.ok(!(k in l), `${l.message}: ${k}`);
+    }
+  } finally {
+    h.close();
+    await proc.stop();
+  }
+});

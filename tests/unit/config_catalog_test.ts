@@ -68,6 +68,14 @@ Deno.test("catalog: invalid files are rejected", () => {
     ['{"a/b": {"vcpu": 2, "memory_mib": 1024}}', /must not contain "\/"/],
     ['{"": {"vcpu": 2, "memory_mib": 1024}}', /name is empty/],
     ['{"a": {"vcpu": 2, "memory_mib": 1}, "a": {"vcpu": 2, "memory_mib": 1}}', /duplicate key/],
+    [
+      '{"a": {"vcpu": 2, "memroy_mib": 1024}}',
+      /instance type "a": unknown field "memroy_mib" \(did you mean "memory_mib"\?\)$/,
+    ],
+    [
+      "name: x",
+      /expected a JSON value \(an object, array, string, number, true, false or null\) but found "name:" at line 1 column 1$/,
+    ],
   ];
   for (const [text, re] of bad) assert.throws(() => parseCatalog(text, T9000), re, text);
 });

@@ -21,6 +21,8 @@ Deno.test("flags: defaults match product.md §3", () => {
   assert.equal(f["metrics-addr"], ":9090");
   assert.equal(f.reflection, true);
   assert.equal(f.state, "");
+  assert.equal(f["log-level"], "");
+  assert.equal(f["log-format"], "");
 });
 
 Deno.test("flags: every Go-style value syntax", () => {

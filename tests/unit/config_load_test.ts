@@ -146,13 +146,17 @@ Deno.test("load: --proxmox-backend=fake selects the fake without --use-fake-back
   assert.equal(c.backend, "fake");
 });
 
-Deno.test("load: --use-fake-backend forces the fake over an API URL", async () => {
-  const c = await loadConfig([
-    "--proxmox-api-url=https://pve:8006/api2/json",
-    "--use-fake-backend",
-  ]);
-  assert.equal(c.backend, "fake");
-  assert.equal(c.proxmox, null);
+Deno.test("load: the fake with an API URL (or --proxmox-backend=proxmox) is refused", async () => {
+  const url = "--proxmox-api-url=https://pve:8006/api2/json";
+  await rejects(
+    [url, "--use-fake-backend"],
+    /^--use-fake-backend conflicts with --proxmox-api-url: the fake backend never talks to Proxmox/,
+  );
+  await rejects([url, "--proxmox-backend=fake"], /^--proxmox-backend=fake conflicts with/);
+  await rejects(
+    ["--proxmox-backend=proxmox", "--use-fake-backend"],
+    /^--use-fake-backend: conflicts with --proxmox-backend=proxmox/,
+  );
 });
 
 Deno.test("load: files read through the env hook", async () => {

@@ -148,6 +148,14 @@ Deno.test("offerings: invalid files are rejected", () => {
     [[{ ...base, labels: { a: true } }], /labels: value of "a" must be a string/],
     [[{ ...base, labels: { "": "x" } }], /empty key/],
     [[base, { ...base, zone: "n9" }], /offering 1: zone "n9" is not one of --nodes/],
+    [
+      [{ ...base, resoruces: {} }],
+      /offering 0: unknown field "resoruces" \(did you mean "resources"\?\)$/,
+    ],
+    [
+      [base, { ...base, colour: "x" }],
+      /offering 1: unknown field "colour" \(known: instance_type, zone, count,/,
+    ],
   ];
   for (const [doc, re] of bad) {
     assert.throws(
@@ -156,7 +164,7 @@ Deno.test("offerings: invalid files are rejected", () => {
       JSON.stringify(doc),
     );
   }
-  assert.throws(() => parseOfferings("[", catalog, null), /end of JSON/);
+  assert.throws(() => parseOfferings("[", catalog, null), /but the file ends at line 1 column 2/);
 });
 
 Deno.test("offerings: well-known label keys are rejected", () => {
