@@ -12,6 +12,7 @@ import {
   checkTokenId,
   cleanSecret,
   normaliseFingerprint,
+  parseBound,
   parseNodes,
 } from "./proxmox.ts";
 
@@ -75,6 +76,14 @@ export async function loadProxmox(f: FlagValues, readFile: ReadFile): Promise<Pr
     fingerprint,
     pool: f["proxmox-pool"].trim(),
     nodes,
+    callsPerNode: forFlag(
+      "proxmox-calls-per-node",
+      () => parseBound(f["proxmox-calls-per-node"], 64),
+    ),
+    clonesPerStorage: forFlag(
+      "proxmox-clones-per-storage",
+      () => parseBound(f["proxmox-clones-per-storage"], 64),
+    ),
   };
 }
 

@@ -52,6 +52,10 @@ export interface ProxmoxConfig {
   fingerprint: string | null;
   pool: string;
   nodes: string[];
+  /** Protected calls (those pvedaemon's workers run) in flight per node; 0: no limit. */
+  callsPerNode: number;
+  /** Clone tasks at once per node and storage (per storage when shared); 0: no limit. */
+  clonesPerStorage: number;
 }
 
 export interface TlsConfig {

@@ -48,7 +48,10 @@ export async function createProxmoxBackend(
     ctx.api.close();
     throw err;
   });
-  const cloneOrAdopt = createCloner(ctx, px.pool);
+  const cloneOrAdopt = createCloner(ctx, {
+    pool: px.pool,
+    clonesPerStorage: px.clonesPerStorage,
+  });
   const drainTimeoutMs = deps.timeouts?.drain ?? DEFAULT_TIMEOUTS.drain;
   /** One Create per machine at a time inside this process; a second call joins the first. */
   const creating = new Map<string, Promise<Located>>();

@@ -68,6 +68,8 @@ export function configFor(
     fingerprint: null,
     pool: "bigfleet",
     nodes: ["pve1", "pve2"],
+    callsPerNode: 2,
+    clonesPerStorage: 2,
     ...over,
   };
   return {
