@@ -68,7 +68,8 @@ export interface ProxmoxContext {
 export const DEFAULT_TIMING: Timing = {
   task: { initialMs: 200, maxMs: 2000 },
   exec: { initialMs: 100, maxMs: 1000 },
-  agentPollMs: 500,
+  // ≥ 3 s: a ping to a booting guest holds one of pvedaemon's 3 workers for 3 s.
+  agentPollMs: 3000,
   agentTimeoutMs: 300_000,
   settleMs: 1000,
   requestTimeoutMs: 60_000,

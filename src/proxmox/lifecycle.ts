@@ -41,15 +41,17 @@ export async function ensureRunning(
   }
   const st = await readStatus(api, node, vmid, signal);
   if (st === null) throw new BackendError(`VM ${vmid} does not exist on node ${node}`);
-  if (st.status !== "running") {
+  const starting = st.status !== "running";
+  if (starting) {
     log.info("starting VM {vmid} on {node}", { vmid, node, status: st.status });
     await startVm(api, node, vmid, timing, signal);
   }
+  // A guest just started is still booting: its first ping would only hold a worker.
   const polls = await waitForAgent(
     api,
     node,
     vmid,
-    { pollMs: timing.agentPollMs, timeoutMs: timing.agentTimeoutMs },
+    { pollMs: timing.agentPollMs, timeoutMs: timing.agentTimeoutMs, waitFirst: starting },
     signal,
   );
   log.debug("guest agent of VM {vmid} answered after {polls} polls", { vmid, node, polls });
