@@ -37,7 +37,7 @@ export async function createProxmoxBackend(
   const px = cfg.proxmox;
   if (px === null) throw new BackendError("proxmox backend selected without proxmox settings");
   const timing: Timing = { ...DEFAULT_TIMING, ...deps.timing };
-  const ctx = newContext(await connectApi(px, timing), px.nodes, timing);
+  const ctx = newContext(await connectApi(px, timing), px.nodes, timing, px.tokenId);
   // A zone its template cannot reach is refused now, not once per Create.
   await checkOfferingTemplates(
     ctx,

@@ -105,7 +105,7 @@ export function isTemporaryConfig(config: VmConfig): boolean {
   return d === undefined || String(d).trim() === "qmclone temporary file";
 }
 
-/** Where a clone stays while it runs: the clone tasks at once are bounded per node and storage. */
+/** Where clones go and how many run at once. */
 export interface CloneLimits {
   /** Pool the clones go into ("" for none). */
   pool: string;
@@ -118,7 +118,7 @@ const LOST_RACE_MS = 60_000;
 
 /** The VMID memory and the clone bound live as long as the returned function. */
 export function createCloner(ctx: ProxmoxContext, limits: CloneLimits): CloneOrAdopt {
-  const { api, nodes, timing, cloning } = ctx;
+  const { api, nodes, timing, cloning, cloneTasks } = ctx;
   const { pool } = limits;
   const cloneMutex = createMutex();
   /** VMIDs handed to a clone POST whose task has not finished: nextid cannot see them yet. */
@@ -268,7 +268,13 @@ export function createCloner(ctx: ProxmoxContext, limits: CloneLimits): CloneOrA
               node: slot.zone,
               machineId: slot.machineId,
             });
-            await waitTask(api, started.upid, `${what} into VM ${vmid}`, timing.task, signal);
+            const upid = String(started.upid);
+            cloneTasks.add(upid);
+            try {
+              await waitTask(api, upid, `${what} into VM ${vmid}`, timing.task, signal);
+            } finally {
+              cloneTasks.delete(upid);
+            }
             const config = await readConfig(api, slot.zone, vmid, signal);
             if (config === null) {
               throw new BackendError(
@@ -469,6 +475,8 @@ async function resolveCandidate(
       if (config.lock !== "clone" || !isTemporaryConfig(config)) return null;
       const inflight = cloning.get(vmid);
       if (inflight !== undefined && inflight !== machineId) return null;
+      // Not one this process follows: ours only if a clone task of ours runs that we lost track of.
+      if (inflight === undefined && !(await lostCloneRunning(ctx, node, signal))) return null;
     } else if (blockingLock(config.lock) === null) return { node, vmid, config };
     if (call === 0) {
       log.info("VM {vmid} is being cloned; waiting to see whose it is", {
@@ -478,6 +486,37 @@ async function resolveCandidate(
       });
     }
     return undefined;
+  });
+}
+
+/**
+ * Whether a clone task started by our token runs on `node` that this process
+ * does not follow (its POST went unanswered, its Create was aborted, or a
+ * provider before a restart started it): only such a task can be writing a
+ * temporary config of ours. The node's task list is answered by pveproxy,
+ * without a pvedaemon worker. When it cannot be read, assume one runs.
+ */
+async function lostCloneRunning(
+  ctx: ProxmoxContext,
+  node: string,
+  signal: AbortSignal,
+): Promise<boolean> {
+  let list: unknown;
+  try {
+    list = await ctx.api.get(
+      `/nodes/${node}/tasks`,
+      { source: "active", typefilter: "qmclone", limit: 1000 },
+      signal,
+    );
+  } catch (err) {
+    if (signal.aborted) throw err;
+    return true;
+  }
+  return (Array.isArray(list) ? list : []).some((e) => {
+    const t = e as Record<string, unknown>;
+    const user = t.tokenid ? `${t.user}!${t.tokenid}` : String(t.user ?? "");
+    return t.status === "RUNNING" && !ctx.cloneTasks.has(String(t.upid)) &&
+      (ctx.tokenId === "" || user === ctx.tokenId);
   });
 }
 

@@ -54,11 +54,15 @@ export interface Located {
 /** The state one backend instance shares between its modules. */
 export interface ProxmoxContext {
   api: ApiClient;
+  /** The API token's id, the user of every task we start ("" when not known). */
+  tokenId: string;
   /** The configured nodes (the backend's zones). */
   nodes: string[];
   timing: Timing;
   /** Clones this process started, vmid → machine id: recognisable before PVE writes the name. */
   cloning: Map<number, string>;
+  /** The tasks of those clones: a running clone task of ours not in here is one we lost track of. */
+  cloneTasks: Set<string>;
   /** vmid → machine id of every marker read so far: what a VM on a node that is down was. */
   known: Map<number, string>;
   /** Nodes found down, so each outage is logged once. */
@@ -87,12 +91,15 @@ export function newContext(
   api: ApiClient,
   nodes: readonly string[],
   timing: Timing,
+  tokenId = "",
 ): ProxmoxContext {
   return {
     api,
     nodes: [...nodes],
     timing,
+    tokenId,
     cloning: new Map(),
+    cloneTasks: new Set(),
     known: new Map(),
     outages: new NodeOutages(),
   };

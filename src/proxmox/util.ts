@@ -39,8 +39,6 @@ export function secondsSince(t0: number): number {
 export interface KeyedLimit {
   /** Run `fn` holding one of `key`'s places; waiting ends early when `signal` aborts. */
   run<T>(key: string, fn: () => Promise<T>, signal: AbortSignal): Promise<T>;
-  /** Holders and waiters of `key` now. */
-  load(key: string): { held: number; waiting: number };
 }
 
 /** A KeyedLimit; `limit` 0 means no limit. */
@@ -85,6 +83,5 @@ export function createKeyedLimit(limit: number): KeyedLimit {
         release(key);
       }
     },
-    load: (key) => ({ held: held.get(key) ?? 0, waiting: waiting.get(key)?.length ?? 0 }),
   };
 }

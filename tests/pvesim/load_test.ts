@@ -217,3 +217,37 @@ Deno.test("clone: a failed clone whose cleanup fails leaves its half-made VM", a
     assert.match(String(vm.config.scsi0), new RegExp(`vm-${newid}-disk-0`));
   });
 });
+
+Deno.test("tasks: a node's task list shows running clones as RUNNING, without a worker", async () => {
+  await withSim(async (sim, api) => {
+    const upid = await api.data("POST", "/nodes/pve1/qemu/9000/clone", {
+      json: { newid: 400, full: 1 },
+    }) as string;
+    const busy = sim.occupyWorkers("pve1", 3, 500);
+    await until(() => sim.workerPools().pve1.busy === 3 || undefined);
+    const t0 = Date.now();
+    const active = await api.data("GET", "/nodes/pve1/tasks?source=active&typefilter=qmclone") as {
+      upid: string;
+      status: string;
+      user: string;
+      id: string;
+    }[];
+    assert.ok(Date.now() - t0 < 400, "pveproxy answers it itself");
+    assert.deepEqual(active.map((t) => [t.upid, t.status, t.user, t.id]), [
+      [upid, "RUNNING", sim.tokenId, "9000"],
+    ]);
+    await busy;
+    await api.waitTask(upid);
+    assert.deepEqual(await api.data("GET", "/nodes/pve1/tasks?source=active"), []);
+    const archived = await api.data("GET", "/nodes/pve1/tasks?typefilter=qmclone") as {
+      status: string;
+      user: string;
+      tokenid: string;
+    }[];
+    assert.deepEqual(archived.map((t) => [t.status, t.user, t.tokenid]), [[
+      "OK",
+      sim.tokenId.split("!")[0],
+      sim.tokenId.split("!")[1],
+    ]]);
+  }, { timing: { cloneMs: 600, cloneNamelessMs: 300 } });
+});
