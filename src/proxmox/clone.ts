@@ -127,7 +127,7 @@ export function createCloner(ctx: ProxmoxContext, limits: CloneLimits): CloneOrA
   const lostRace = new Map<number, number>();
   const cloneSlots = createKeyedLimit(limits.clonesPerStorage);
   /** storage.cfg as the token sees it, read when a clone first needs it. */
-  let storages: { at: number; map: Map<string, StorageInfo> } | null = null;
+  let storages: { at: number; map: Promise<Map<string, StorageInfo>> } | null = null;
 
   /** A VMID nobody else in this process is cloning into (nextid reserves nothing). */
   async function allocateVmid(signal: AbortSignal): Promise<number> {
@@ -185,19 +185,18 @@ export function createCloner(ctx: ProxmoxContext, limits: CloneLimits): CloneOrA
   async function storageKeys(tmpl: TemplateRef, signal: AbortSignal): Promise<string[]> {
     const ids = new Set(copiedVolumes(tmpl.config).map((v) => v.storage ?? ""));
     if (ids.size === 0) return [`${tmpl.node} *`];
-    const stale = storages === null ||
-      ([...ids].some((id) => !storages!.map.has(id)) && Date.now() - storages.at > 60_000);
-    if (stale) {
+    const read = () => ({
+      at: Date.now(),
       // Storages the token cannot see count as local: the stricter of the two bounds.
-      const map = await readStorages(api, signal).catch((err) => {
-        if (signal.aborted) throw err;
-        return new Map<string, StorageInfo>();
-      });
-      storages = { at: Date.now(), map };
+      map: readStorages(api, signal).catch(() => new Map<string, StorageInfo>()),
+    });
+    storages ??= read();
+    let map = await storages.map;
+    if ([...ids].some((id) => !map.has(id)) && Date.now() - storages.at > 60_000) {
+      storages = read();
+      map = await storages.map;
     }
-    const keys = [...ids].map((id) =>
-      storages!.map.get(id)?.shared ? `cluster ${id}` : `${tmpl.node} ${id}`
-    );
+    const keys = [...ids].map((id) => map.get(id)?.shared ? `cluster ${id}` : `${tmpl.node} ${id}`);
     return keys.sort();
   }
 
@@ -242,24 +241,24 @@ export function createCloner(ctx: ProxmoxContext, limits: CloneLimits): CloneOrA
         const what = `clone of template ${tmpl.vmid}`;
         const keys = await storageKeys(tmpl, signal);
         const outcome = await inCloneSlots(keys, async () => {
-          const started = await cloneMutex.run(async () => {
-            const vmid = pinned ?? await allocateVmid(signal);
-            held.add(vmid);
-            reserved.add(vmid);
-            cloning.set(vmid, slot.machineId);
-            try {
-              const upid = await api.post(
-                `${vmPath(srcNode, tmpl.vmid)}/clone`,
-                // No target on the template's own node: only shared storage allows one.
-                { ...body, newid: vmid, target: slot.zone !== srcNode ? slot.zone : undefined },
-                signal,
-              );
-              return { vmid, upid, error: null as unknown };
-            } catch (error) {
-              return { vmid, upid: null as unknown, error };
-            }
+          // Reserved under the mutex, so no two clones of this process pick one VMID.
+          const vmid = pinned ?? await cloneMutex.run(async () => {
+            const id = await allocateVmid(signal);
+            reserved.add(id);
+            return id;
           });
-          const { vmid } = started;
+          held.add(vmid);
+          reserved.add(vmid);
+          cloning.set(vmid, slot.machineId);
+          const started = await api.post(
+            `${vmPath(srcNode, tmpl.vmid)}/clone`,
+            // No target on the template's own node: only shared storage allows one.
+            { ...body, newid: vmid, target: slot.zone !== srcNode ? slot.zone : undefined },
+            signal,
+          ).then(
+            (upid: unknown) => ({ upid, error: null as unknown }),
+            (error: unknown) => ({ upid: null as unknown, error }),
+          );
           try {
             if (started.error !== null) throw started.error;
             log.info("cloning template {template} into VM {vmid} on {node}", {

@@ -70,7 +70,8 @@ export interface ProxmoxContext {
 }
 
 export const DEFAULT_TIMING: Timing = {
-  task: { initialMs: 200, maxMs: 2000 },
+  // A poll of a task's status is a short protected call; at most every second.
+  task: { initialMs: 200, maxMs: 1000 },
   exec: { initialMs: 100, maxMs: 1000 },
   // ≥ 3 s: a ping to a booting guest holds one of pvedaemon's 3 workers for 3 s.
   agentPollMs: 3000,

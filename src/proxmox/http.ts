@@ -12,7 +12,7 @@ import {
   TransportError,
 } from "./errors.ts";
 import { sleep } from "../kit/deadline.ts";
-import { protectedNode } from "./pvedaemon.ts";
+import { isAgentPing, protectedNode } from "./pvedaemon.ts";
 import type { RawResponse, Transport } from "./transport.ts";
 import { createKeyedLimit } from "./util.ts";
 
@@ -113,7 +113,11 @@ export function errorFromResponse(method: string, path: string, res: RawResponse
 
 export function createApiClient(opts: ApiClientOptions): ApiClient {
   const auth = `PVEAPIToken=${opts.tokenId}=${opts.tokenSecret}`;
-  const workers = createKeyedLimit(opts.callsPerNode ?? 0);
+  const limit = opts.callsPerNode ?? 0;
+  const workers = createKeyedLimit(limit);
+  // An agent ping to a booting guest holds its worker for 3 s: pings never
+  // take the last place, so tasks, configs and starts always find one.
+  const pings = createKeyedLimit(limit > 0 ? Math.max(1, limit - 1) : 0);
 
   async function once(
     method: "GET" | "POST" | "PUT" | "DELETE",
@@ -142,7 +146,12 @@ export function createApiClient(opts: ApiClientOptions): ApiClient {
     };
     let res: RawResponse;
     try {
-      res = await (node === null ? send() : workers.run(node, send, signal));
+      res = await (node === null
+        ? send()
+        : isAgentPing(path)
+        ? pings.run(node, () =>
+          workers.run(node, send, signal), signal)
+        : workers.run(node, send, signal));
     } catch (err) {
       if (signal.aborted) throw signal.reason ?? err;
       if (timer.signal?.aborted) {

@@ -23,3 +23,8 @@ export function protectedNode(method: string, path: string): string | null {
   if (method === "GET" && UNPROTECTED_READ.test(path)) return null;
   return m[1];
 }
+
+/** An agent ping: while the guest boots, it holds its worker for the agent's 3 s timeout. */
+export function isAgentPing(path: string): boolean {
+  return /^\/nodes\/[^/]+\/qemu\/\d+\/agent\/ping$/.test(path);
+}
