@@ -68,6 +68,7 @@ const timing: Timing = {
   task: { initialMs: s(DEFAULT_TIMING.task.initialMs), maxMs: s(DEFAULT_TIMING.task.maxMs) },
   exec: { initialMs: s(DEFAULT_TIMING.exec.initialMs), maxMs: s(DEFAULT_TIMING.exec.maxMs) },
   agentPollMs: s(Number(o["agent-poll-ms"])),
+  agentFirstPollMs: s(DEFAULT_TIMING.agentFirstPollMs),
   agentTimeoutMs: s(DEFAULT_TIMING.agentTimeoutMs),
   settleMs: s(DEFAULT_TIMING.settleMs),
   requestTimeoutMs: s(DEFAULT_TIMING.requestTimeoutMs),

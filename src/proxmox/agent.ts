@@ -30,8 +30,8 @@ export interface AgentWaitTiming {
   /** Between pings: each one that meets a booting guest holds a pvedaemon worker for 3 s. */
   pollMs: number;
   timeoutMs: number;
-  /** Wait one interval before the first ping (the VM was only just started). */
-  waitFirst?: boolean;
+  /** How long to wait before the first ping (the VM was only just started); default none. */
+  firstMs?: number;
 }
 
 /** pve-http-server before 5.2.2 refuses bodies over 64 KiB. */
@@ -74,7 +74,7 @@ export async function waitForAgent(
       `VM ${vmid} on ${node} is not running: it stopped (crashed, or was stopped outside ` +
         `the provider) while waiting for its guest agent`,
     );
-  if (timing.waitFirst) await sleep(timing.pollMs, signal);
+  if (timing.firstMs) await sleep(timing.firstMs, signal);
   const polls = await pollWithin(signal, timing.pollMs, timing.timeoutMs, async (call) => {
     try {
       await api.post(`${vmPath(node, vmid)}/agent/ping`, undefined, signal);

@@ -182,13 +182,16 @@ export function createCloner(ctx: ProxmoxContext, limits: CloneLimits): CloneOrA
    * its disks are allocated on, where vdisk_alloc's lock lives (the node's
    * for local storage, the cluster's for shared storage).
    */
-  async function storageKeys(tmpl: TemplateRef, signal: AbortSignal): Promise<string[]> {
+  async function storageKeys(tmpl: TemplateRef): Promise<string[]> {
     const ids = new Set(copiedVolumes(tmpl.config).map((v) => v.storage ?? ""));
     if (ids.size === 0) return [`${tmpl.node} *`];
     const read = () => ({
       at: Date.now(),
-      // Storages the token cannot see count as local: the stricter of the two bounds.
-      map: readStorages(api, signal).catch(() => new Map<string, StorageInfo>()),
+      // Shared by every Create, so not cut short by one of them. Storages the
+      // token cannot see count as local: the stricter of the two bounds.
+      map: readStorages(api, AbortSignal.timeout(timing.requestTimeoutMs)).catch(() =>
+        new Map<string, StorageInfo>()
+      ),
     });
     storages ??= read();
     let map = await storages.map;
@@ -239,7 +242,7 @@ export function createCloner(ctx: ProxmoxContext, limits: CloneLimits): CloneOrA
         const tmpl = await unlockedTemplate(slot, type, signal);
         const srcNode = tmpl.node;
         const what = `clone of template ${tmpl.vmid}`;
-        const keys = await storageKeys(tmpl, signal);
+        const keys = await storageKeys(tmpl);
         const outcome = await inCloneSlots(keys, async () => {
           // Reserved under the mutex, so no two clones of this process pick one VMID.
           const vmid = pinned ?? await cloneMutex.run(async () => {
@@ -313,9 +316,12 @@ export function createCloner(ctx: ProxmoxContext, limits: CloneLimits): CloneOrA
             vmid,
             error: text,
           });
-          if (!(await clearHalfMade(ctx, srcNode, vmid, slot.machineId, text, signal))) {
+          if (pinned === vmid) {
+            // An earlier unanswered POST into this VMID may be cloning it right now.
+            const found = await settleAmbiguousClone(ctx, slot, srcNode, vmid, signal);
+            if (found !== null) return found;
+          } else if (!(await clearHalfMade(ctx, srcNode, vmid, slot.machineId, text, signal))) {
             lostRace.set(vmid, Date.now() + LOST_RACE_MS);
-            pinned = null;
           }
           if (pinned !== vmid) drop(vmid);
           await sleep(timing.settleMs * lockRetries, signal);

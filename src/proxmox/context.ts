@@ -20,6 +20,8 @@ export interface Timing {
   task: Backoff;
   exec: Backoff;
   agentPollMs: number;
+  /** After a start, the first ping waits this long (at most agentPollMs). */
+  agentFirstPollMs: number;
   agentTimeoutMs: number;
   /** Poll interval while waiting for a lock or a state change. */
   settleMs: number;
@@ -75,6 +77,8 @@ export const DEFAULT_TIMING: Timing = {
   exec: { initialMs: 100, maxMs: 1000 },
   // ≥ 3 s: a ping to a booting guest holds one of pvedaemon's 3 workers for 3 s.
   agentPollMs: 3000,
+  // A guest up within half a second of its start is found at once; others every agentPollMs.
+  agentFirstPollMs: 500,
   agentTimeoutMs: 300_000,
   settleMs: 1000,
   requestTimeoutMs: 60_000,

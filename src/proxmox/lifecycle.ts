@@ -46,12 +46,15 @@ export async function ensureRunning(
     log.info("starting VM {vmid} on {node}", { vmid, node, status: st.status });
     await startVm(api, node, vmid, timing, signal);
   }
-  // A guest just started is still booting: its first ping would only hold a worker.
   const polls = await waitForAgent(
     api,
     node,
     vmid,
-    { pollMs: timing.agentPollMs, timeoutMs: timing.agentTimeoutMs, waitFirst: starting },
+    {
+      pollMs: timing.agentPollMs,
+      timeoutMs: timing.agentTimeoutMs,
+      firstMs: starting ? Math.min(timing.agentPollMs, timing.agentFirstPollMs) : 0,
+    },
     signal,
   );
   log.debug("guest agent of VM {vmid} answered after {polls} polls", { vmid, node, polls });
