@@ -155,6 +155,12 @@ Deno.test("clone: the template's config lock is taken shared, with a 1 s timeout
       "can't lock file '/var/lock/qemu-server/lock-9000.conf' - got timeout",
     );
     assert.equal(sim.vm(204), undefined, "nothing was made");
+    // As on the rig.
+    const log = await api.data("GET", `/nodes/pve1/tasks/${upid}/log`) as { t: string }[];
+    assert.deepEqual(log.map((l) => l.t), [
+      "trying to acquire lock...",
+      "TASK ERROR: can't lock file '/var/lock/qemu-server/lock-9000.conf' - got timeout",
+    ]);
     await held;
   }, { timing: { lockTimeoutMs: 200 } });
 });

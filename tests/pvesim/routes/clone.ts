@@ -197,9 +197,10 @@ async function cloneWorker(
 ): Promise<number> {
   const { state, timers } = core;
   const wait = state.timing.lockTimeoutMs;
-  const source = await takeLock(state.locks, timers, configLock(a.node, srcVmid, true), wait);
+  const log = task.log;
+  const source = await takeLock(state.locks, timers, configLock(a.node, srcVmid, true), wait, log);
   try {
-    const target = await takeLock(state.locks, timers, configLock(a.node, a.newid), wait);
+    const target = await takeLock(state.locks, timers, configLock(a.node, a.newid), wait, log);
     try {
       return await cloneVm(core, task, srcVmid, a);
     } finally {
