@@ -12,6 +12,7 @@ import {
   checkTokenId,
   cleanSecret,
   normaliseFingerprint,
+  parseBound,
   parseNodes,
   parseTokenFile,
   parseVmTags,
@@ -101,6 +102,14 @@ export async function loadProxmox(f: FlagValues, readFile: ReadFile): Promise<Pr
     pool: f["proxmox-pool"].trim(),
     nodes,
     tags: forFlag("proxmox-tags", () => parseVmTags(f["proxmox-tags"])),
+    callsPerNode: forFlag(
+      "proxmox-calls-per-node",
+      () => parseBound(f["proxmox-calls-per-node"], 64),
+    ),
+    clonesPerStorage: forFlag(
+      "proxmox-clones-per-storage",
+      () => parseBound(f["proxmox-clones-per-storage"], 64),
+    ),
   };
 }
 

@@ -150,6 +150,20 @@ export const FLAG_TABLE = {
     arg: "LIST",
     help: "comma list of Proxmox node names; each node is one zone",
   },
+  "proxmox-calls-per-node": {
+    kind: "string",
+    default: "2",
+    topic: PROXMOX,
+    arg: "N",
+    help: "protected API calls in flight per node (pvedaemon has 3 workers; 0: no limit)",
+  },
+  "proxmox-clones-per-storage": {
+    kind: "string",
+    default: "2",
+    topic: PROXMOX,
+    arg: "N",
+    help: "clone tasks at once per node and storage (a shared storage: per cluster; 0: no limit)",
+  },
   "instance-types": {
     kind: "string",
     default: "",

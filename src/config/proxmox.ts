@@ -106,6 +106,15 @@ export function parseVmTags(text: string): string[] {
   return out;
 }
 
+/** A bound of the load the provider puts on the cluster: 0 (no bound) to `max`. Throws Error. */
+export function parseBound(text: string, max: number): number {
+  const t = text.trim();
+  if (!/^\d+$/.test(t) || Number(t) > max) {
+    throw new Error(`want a whole number from 0 (no limit) to ${max}, got ${quote(text)}`);
+  }
+  return Number(t);
+}
+
 /** Normalise a SHA-256 fingerprint (`ab:cd:...` or 64 bare hex) to `AB:CD:...`. Throws Error. */
 export function normaliseFingerprint(text: string): string {
   const t = text.trim();

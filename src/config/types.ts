@@ -57,6 +57,10 @@ export interface ProxmoxConfig {
   nodes: string[];
   /** --proxmox-tags: the tags every VM gets; `@machine` stands for its per-machine tag. */
   tags: string[];
+  /** Protected calls (those pvedaemon's workers run) in flight per node; 0: no limit. */
+  callsPerNode: number;
+  /** Clone tasks at once per node and storage (per storage when shared); 0: no limit. */
+  clonesPerStorage: number;
 }
 
 export interface TlsConfig {

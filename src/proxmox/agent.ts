@@ -15,8 +15,8 @@
 import { BackendError } from "../kit/backend.ts";
 import { isTransient, ProxmoxApiError, serverTextOf } from "./errors.ts";
 import type { ApiClient } from "./http.ts";
-import { type Backoff, pollUntil, pollWithin } from "../kit/deadline.ts";
-import { vmPath } from "./vm.ts";
+import { type Backoff, pollUntil, pollWithin, sleep } from "../kit/deadline.ts";
+import { readStatus, vmPath } from "./vm.ts";
 
 export interface ExecResult {
   /** null when the process was killed by a signal (no exit code). */
@@ -27,8 +27,11 @@ export interface ExecResult {
 }
 
 export interface AgentWaitTiming {
+  /** Between pings: each one that meets a booting guest holds a pvedaemon worker for 3 s. */
   pollMs: number;
   timeoutMs: number;
+  /** How long to wait before the first ping (the VM was only just started); default none. */
+  firstMs?: number;
 }
 
 /** pve-http-server before 5.2.2 refuses bodies over 64 KiB. */
@@ -36,8 +39,10 @@ const MAX_BODY = 64 * 1024;
 /** file-write `content` maxLength. */
 const MAX_CONTENT = 61440;
 
-const AGENT_RETRY_RE =
-  /QEMU guest agent is not running|got timeout|VM \d+ is not running|guest-ping/i;
+const AGENT_RETRY_RE = /QEMU guest agent is not running|got timeout|guest-ping/i;
+
+/** qemu-server's agent check on a VM whose QEMU process is gone. */
+const NOT_RUNNING_RE = /^VM \d+ is not running/;
 
 /**
  * Whether a config `agent` value ("1", 1, "enabled=on,fstrim…", "0")
@@ -59,8 +64,9 @@ export function agentEnabled(value: unknown): boolean {
 
 /**
  * Poll `agent/ping` until it answers. Retries while the guest boots (`QEMU guest
- * agent is not running`, `got timeout`, proxy 59x); fails at once on anything
- * else, e.g. `No QEMU guest agent configured` or a permission error.
+ * agent is not running`, `got timeout`, proxy 59x); fails at once when the VM
+ * is no longer running (it crashed or was stopped: no agent will come) and on
+ * anything else, e.g. `No QEMU guest agent configured` or a permission error.
  */
 export async function waitForAgent(
   api: ApiClient,
@@ -70,6 +76,12 @@ export async function waitForAgent(
   signal: AbortSignal,
 ): Promise<number> {
   let last = "";
+  const gone = () =>
+    new BackendError(
+      `VM ${vmid} on ${node} is not running: it stopped (crashed, or was stopped outside ` +
+        `the provider) while waiting for its guest agent`,
+    );
+  if (timing.firstMs) await sleep(timing.firstMs, signal);
   const polls = await pollWithin(signal, timing.pollMs, timing.timeoutMs, async (call) => {
     try {
       await api.post(`${vmPath(node, vmid)}/agent/ping`, undefined, signal);
@@ -77,9 +89,13 @@ export async function waitForAgent(
     } catch (err) {
       if (signal.aborted) throw signal.reason;
       const text = serverTextOf(err);
+      if (NOT_RUNNING_RE.test(text)) throw gone();
       // A legacy server over fetch gives a bare 500: with `agent` verified enabled
-      // in the config beforehand, the likely cause is a booting guest.
+      // in the config beforehand, the guest is booting, or no longer running.
       const legacyBare500 = err instanceof ProxmoxApiError && err.status === 500 && text === "";
+      if (legacyBare500 && (await readStatus(api, node, vmid, signal))?.status !== "running") {
+        throw gone();
+      }
       if (!(AGENT_RETRY_RE.test(text) || isTransient(err) || legacyBare500)) throw err;
       last = (err as Error).message;
       return undefined;

@@ -41,6 +41,7 @@ export async function createProxmoxBackend(
   const timing: Timing = { ...DEFAULT_TIMING, ...deps.timing };
   const ctx = newContext(await connectApi(px, timing), px.nodes, timing, {
     tags: px.tags,
+    taskUser: px.tokenId.split("!")[0],
     leaked: (volid) => {
       try {
         deps.leaked?.(volid);
@@ -61,7 +62,10 @@ export async function createProxmoxBackend(
     ctx.api.close();
     throw err;
   }
-  const cloneOrAdopt = createCloner(ctx, px.pool);
+  const cloneOrAdopt = createCloner(ctx, {
+    pool: px.pool,
+    clonesPerStorage: px.clonesPerStorage,
+  });
   const drainTimeoutMs = deps.timeouts?.drain ?? DEFAULT_TIMEOUTS.drain;
   /** One Create per machine at a time inside this process; a second call joins the first. */
   const creating = new Map<string, Promise<Located>>();

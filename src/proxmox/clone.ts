@@ -6,8 +6,11 @@
 // nextid reserves nothing (docs/proxmox-notes.md "VMID allocation and clone
 // races"), so VMIDs are allocated under a process-wide mutex, held as
 // reserved until their clone task ends, and remembered for a while after a
-// lost race; a clone POST that fails ambiguously (596) is looked for before
-// anything is cloned again.
+// lost race. A clone POST that fails ambiguously (596) is looked for before
+// anything is cloned again, and cloned into again under the same VMID: the
+// unanswered POST may still run, and then one of the two finds the VMID
+// taken. Clone tasks are bounded per node and storage (docs/proxmox-notes.md
+// "Storage locks"); a storage lock timeout made nothing and is retried.
 
 import { getLogger } from "@logtape/logtape";
 import type { InstanceType } from "../config/types.ts";
@@ -25,9 +28,17 @@ import { DEFAULT_NEXT_ID, readDatacenterOptions } from "./datacenter.ts";
 import { isNodeUnreachable, offlineNodes } from "./nodes.ts";
 import { relocate } from "./ownership.ts";
 import { waitTask } from "./tasks.ts";
-import { findTemplate, type TemplateRef } from "./templates.ts";
+import { destroyVm } from "./destroy.ts";
+import { freeLeftovers } from "./volumes.ts";
+import {
+  findTemplate,
+  readStorages,
+  type StorageInfo,
+  type TemplateRef,
+  templateVolumes,
+} from "./templates.ts";
 import { pollUntil, pollWithin, sleep } from "../kit/deadline.ts";
-import { createMutex, mapLimit } from "./util.ts";
+import { createKeyedLimit, createMutex, mapLimit } from "./util.ts";
 import {
   blockingLock,
   isPermissionError,
@@ -49,20 +60,71 @@ export type CloneOrAdopt = (
 
 const log = getLogger(["bigfleet", "proxmox"]);
 
-/** Failure texts of a lost newid race (docs/proxmox-notes.md "VMID allocation and clone races"). */
-const RACE_RE = /config file already exists|can't lock file '[^']*lock-\d+\.conf'|File exists/i;
+/** A config flock a clone worker gave up on: the source's (shared) or the newid's (exclusive). */
+const CONFIG_FLOCK_RE = /can't lock file '[^']*\/lock-(\d+)\.conf' - got timeout/;
+
+/** The newid exists already (docs/proxmox-notes.md "VMID allocation and clone races"). */
+const EXISTS_RE = /config file already exists|File exists/i;
+
+/** vdisk_alloc gave up on its storage's lock (docs/proxmox-notes.md "Storage locks"). */
+const STORAGE_LOCK_RE =
+  /can't lock file '[^']*\/pve-storage-[^']+' - got timeout|cfs-lock 'storage-[^']+' error: got lock request timeout/;
 
 /** A source VM refusing a clone because of its config lock (`VM is locked (backup)`). */
 const SOURCE_LOCKED_RE = /^VM is locked \(/;
 
-/** Clones go into `pool` ("" for none); the VMID memory lives as long as the returned function. */
-export function createCloner(ctx: ProxmoxContext, pool: string): CloneOrAdopt {
-  const { api, nodes, timing, cloning } = ctx;
+/**
+ * What a failed clone's text says: `template-lock` (the template's config
+ * flock, taken shared with a 1 s timeout, was held by someone: nothing was
+ * made), `race` (the newid is someone else's), `storage-lock` (vdisk_alloc
+ * timed out on the storage lock: the worker removed what it made), or null.
+ */
+export function cloneFailure(
+  text: string,
+  template: number,
+): "template-lock" | "race" | "storage-lock" | null {
+  const flock = CONFIG_FLOCK_RE.exec(text);
+  if (flock !== null) return Number(flock[1]) === template ? "template-lock" : "race";
+  if (EXISTS_RE.test(text)) return "race";
+  if (STORAGE_LOCK_RE.test(text)) return "storage-lock";
+  return null;
+}
+
+/**
+ * The temporary config clone_vm writes before the first disk is copied,
+ * `# qmclone temporary file` and `lock: clone` (its comment reads back as
+ * the description): no name, no marker yet, whoever's clone it is.
+ */
+export function isTemporaryConfig(config: VmConfig): boolean {
+  const keys = Object.keys(config).filter((k) => k !== "digest");
+  if (!keys.every((k) => k === "lock" || k === "description")) return false;
+  const d = config.description;
+  return d === undefined || String(d).trim() === "qmclone temporary file";
+}
+
+/** Where clones go and how many run at once. */
+export interface CloneLimits {
+  /** Pool the clones go into ("" for none). */
+  pool: string;
+  /** Clone tasks at once per node and storage (a shared storage: per cluster); 0: no bound. */
+  clonesPerStorage: number;
+}
+
+/** How long a VMID we lost a race on is skipped: the winner may not show in nextid yet. */
+const LOST_RACE_MS = 60_000;
+
+/** The VMID memory and the clone bound live as long as the returned function. */
+export function createCloner(ctx: ProxmoxContext, limits: CloneLimits): CloneOrAdopt {
+  const { api, nodes, timing, cloning, cloneTasks } = ctx;
+  const { pool } = limits;
   const cloneMutex = createMutex();
   /** VMIDs handed to a clone POST whose task has not finished: nextid cannot see them yet. */
   const reserved = new Set<number>();
   /** VMIDs we just lost a race on → until when to skip them (the winner may not show in nextid yet). */
   const lostRace = new Map<number, number>();
+  const cloneSlots = createKeyedLimit(limits.clonesPerStorage);
+  /** storage.cfg as the token sees it, read when a clone first needs it. */
+  let storages: { at: number; map: Promise<Map<string, StorageInfo>> } | null = null;
 
   /** The datacenter's next-id range, read again at most once a minute. */
   let range: { lower: number; upper: number; at: number } | null = null;
@@ -140,6 +202,41 @@ export function createCloner(ctx: ProxmoxContext, pool: string): CloneOrAdopt {
     });
   }
 
+  /**
+   * The places a clone of `tmpl` takes while its task runs: one per storage
+   * its disks are allocated on, where vdisk_alloc's lock lives (the node's
+   * for local storage, the cluster's for shared storage).
+   */
+  async function storageKeys(tmpl: TemplateRef): Promise<string[]> {
+    const ids = new Set(copiedVolumes(tmpl.config).map((v) => v.storage ?? ""));
+    if (ids.size === 0) return [`${tmpl.node} *`];
+    const read = () => ({
+      at: Date.now(),
+      // Shared by every Create, so not cut short by one of them. Storages the
+      // token cannot see count as local: the stricter of the two bounds.
+      map: readStorages(api, AbortSignal.timeout(timing.requestTimeoutMs)).catch(() =>
+        new Map<string, StorageInfo>()
+      ),
+    });
+    storages ??= read();
+    let map = await storages.map;
+    if ([...ids].some((id) => !map.has(id)) && Date.now() - storages.at > 60_000) {
+      storages = read();
+      map = await storages.map;
+    }
+    const keys = [...ids].map((id) => map.get(id)?.shared ? `cluster ${id}` : `${tmpl.node} ${id}`);
+    return keys.sort();
+  }
+
+  /** Run `fn` holding a place for every key (taken in order, so no two clones deadlock). */
+  function inCloneSlots<T>(keys: string[], fn: () => Promise<T>, signal: AbortSignal): Promise<T> {
+    const run = keys.reduceRight<() => Promise<T>>(
+      (inner, key) => () => cloneSlots.run(key, inner, signal),
+      fn,
+    );
+    return run();
+  }
+
   /** Clone the zone's template into a fresh VMID, retrying lost races and waiting out locks. */
   async function cloneNew(
     slot: SlotSpec,
@@ -154,66 +251,123 @@ export function createCloner(ctx: ProxmoxContext, pool: string): CloneOrAdopt {
       full: 1,
       pool: pool !== "" ? pool : undefined,
     };
-    for (let attempt = 1;;) {
-      const tmpl = await unlockedTemplate(slot, type, signal);
-      const srcNode = tmpl.node;
-      const what = `clone of template ${tmpl.vmid}`;
-      const started = await cloneMutex.run(async () => {
-        const vmid = await allocateVmid(signal);
-        reserved.add(vmid);
-        cloning.set(vmid, slot.machineId);
-        try {
-          const upid = await api.post(
+    /** VMIDs this Create reserved; released when it ends. */
+    const held = new Set<number>();
+    const drop = (vmid: number) => {
+      held.delete(vmid);
+      reserved.delete(vmid);
+      cloning.delete(vmid);
+    };
+    /** A VMID whose clone POST got no answer: its clone may still appear, so it is kept. */
+    let pinned: number | null = null;
+    let attempt = 1;
+    let lockRetries = 0;
+    try {
+      for (;;) {
+        const tmpl = await unlockedTemplate(slot, type, signal);
+        const srcNode = tmpl.node;
+        const what = `clone of template ${tmpl.vmid}`;
+        const keys = await storageKeys(tmpl);
+        const outcome = await inCloneSlots(keys, async () => {
+          // Reserved under the mutex, so no two clones of this process pick one VMID.
+          const vmid = pinned ?? await cloneMutex.run(async () => {
+            const id = await allocateVmid(signal);
+            reserved.add(id);
+            return id;
+          });
+          held.add(vmid);
+          reserved.add(vmid);
+          cloning.set(vmid, slot.machineId);
+          const started = await api.post(
             `${vmPath(srcNode, tmpl.vmid)}/clone`,
             // No target on the template's own node: only shared storage allows one.
             { ...body, newid: vmid, target: slot.zone !== srcNode ? slot.zone : undefined },
             signal,
+          ).then(
+            (upid: unknown) => ({ upid, error: null as unknown }),
+            (error: unknown) => ({ upid: null as unknown, error }),
           );
-          return { vmid, upid, error: null as unknown };
-        } catch (error) {
-          return { vmid, upid: null as unknown, error };
-        }
-      });
-      const { vmid } = started;
-      try {
-        if (started.error !== null) throw started.error;
-        log.info("cloning template {template} into VM {vmid} on {node}", {
-          template: tmpl.vmid,
-          vmid,
-          node: slot.zone,
-          machineId: slot.machineId,
-        });
-        await waitTask(api, started.upid, `${what} into VM ${vmid}`, timing.task, signal);
-        const config = await readConfig(api, slot.zone, vmid, signal);
-        if (config === null) {
-          throw new BackendError(`VM ${vmid} not found on ${slot.zone} after its clone finished`);
-        }
-        return { node: slot.zone, vmid, config };
-      } catch (err) {
-        if (signal.aborted) throw err;
+          try {
+            if (started.error !== null) throw started.error;
+            log.info("cloning template {template} into VM {vmid} on {node}", {
+              template: tmpl.vmid,
+              vmid,
+              node: slot.zone,
+              machineId: slot.machineId,
+            });
+            const upid = String(started.upid);
+            cloneTasks.add(upid);
+            try {
+              await waitTask(api, upid, `${what} into VM ${vmid}`, timing.task, signal);
+            } finally {
+              cloneTasks.delete(upid);
+            }
+            const config = await readConfig(api, slot.zone, vmid, signal);
+            if (config === null) {
+              throw new BackendError(
+                `VM ${vmid} not found on ${slot.zone} after its clone finished`,
+              );
+            }
+            return { vmid, loc: { node: slot.zone, vmid, config }, refused: false, err: null };
+          } catch (err) {
+            if (signal.aborted) throw err;
+            return { vmid, loc: null, refused: started.error !== null, err: err as unknown };
+          }
+        }, signal);
+        if (outcome.loc !== null) return outcome.loc;
+        const { vmid, refused, err } = outcome;
         const text = serverTextOf(err);
-        const refused = started.error !== null;
         // Nothing was cloned when the POST or its task met a lock on the source
-        // (a backup starting between our look and the clone): wait again, no attempt used.
+        // (a backup starting between our look and the clone, the template's
+        // config flock held by a `qm set`): wait again, no attempt used.
         const nothingMade = refused || err instanceof TaskFailedError;
-        if (nothingMade && await sourceLocked(ctx, err, tmpl, signal)) {
+        const failure = nothingMade ? cloneFailure(text, tmpl.vmid) : null;
+        if (
+          nothingMade &&
+          (failure === "template-lock" || await sourceLocked(ctx, err, tmpl, signal))
+        ) {
           log.info("template {vmid} was locked when cloned; waiting", {
             vmid: tmpl.vmid,
             error: text,
           });
+          if (pinned !== vmid) drop(vmid);
+          await sleep(timing.settleMs, signal);
+          continue;
+        }
+        if (failure === "storage-lock" && lockRetries < timing.raceAttempts) {
+          // The worker freed what it made; a leftover of ours (a cleanup cut short) goes too.
+          lockRetries++;
+          log.warn("clone into VM {vmid} timed out on a storage lock; nothing was made, retrying", {
+            vmid,
+            error: text,
+          });
+          if (pinned === vmid) {
+            // An earlier unanswered POST into this VMID may be cloning it right now.
+            const found = await settleAmbiguousClone(ctx, slot, srcNode, vmid, signal);
+            if (found !== null) return found;
+          } else if (!(await clearHalfMade(ctx, srcNode, vmid, slot.machineId, text, signal))) {
+            lostRace.set(vmid, Date.now() + LOST_RACE_MS);
+          }
+          if (pinned !== vmid) drop(vmid);
+          await sleep(timing.settleMs * lockRetries, signal);
           continue;
         }
         attempt++;
-        if (
-          (RACE_RE.test(text) ||
-            (refused && await legacyRaceLost(ctx, err, srcNode, vmid, signal))) &&
-          attempt <= timing.raceAttempts
-        ) {
+        const raced = failure === "race" ||
+          (refused && await legacyRaceLost(ctx, err, srcNode, vmid, signal));
+        if (raced && attempt <= timing.raceAttempts) {
+          if (pinned === vmid) {
+            // The clash may be our own unanswered POST, run late: if so, it is ours.
+            const found = await settleAmbiguousClone(ctx, slot, srcNode, vmid, signal);
+            if (found !== null) return found;
+          }
           log.warn("lost a VMID race for {vmid}; retrying with a new id", { vmid, error: text });
-          lostRace.set(vmid, Date.now() + 60_000);
+          lostRace.set(vmid, Date.now() + LOST_RACE_MS);
+          pinned = null;
+          drop(vmid);
           continue;
         }
-        if (started.error !== null && isTransient(err) && attempt <= timing.raceAttempts) {
+        if (refused && isTransient(err) && attempt <= timing.raceAttempts) {
           // The clone may have started behind the proxy error: look for it before cloning again.
           log.warn("clone POST for VM {vmid} failed ambiguously; looking for it", {
             vmid,
@@ -221,13 +375,14 @@ export function createCloner(ctx: ProxmoxContext, pool: string): CloneOrAdopt {
           });
           const found = await settleAmbiguousClone(ctx, slot, srcNode, vmid, signal);
           if (found !== null) return found;
+          // Not there (yet): clone into the same VMID, so the two cannot both succeed.
+          pinned = vmid;
           continue;
         }
         throw err;
-      } finally {
-        reserved.delete(vmid);
-        cloning.delete(vmid);
       }
+    } finally {
+      for (const vmid of held) drop(vmid);
     }
   }
 
@@ -316,16 +471,14 @@ async function findExisting(
 /** How often resolveCandidate may miss a VM where it looked (it moved) before giving up on it. */
 const MAX_MISSES = 4;
 
-/** Keys a clone's temporary config has before its first disk is copied. */
-const NAMELESS_KEYS = new Set(["lock", "digest"]);
-
 /**
  * Follow one candidate VM until it is decidable: ours (marker matches, no
- * lock left), or not. An in-flight clone shows only `lock: clone` until its
- * first disk is copied, so it is waited on rather than judged. Once it shows
- * more (its name, description, the template's keys) without our marker, it
- * is someone else's clone: ours always carry the marker from the first full
- * config on, and a stranger's full clone may take many minutes more.
+ * lock left), or not. An in-flight clone shows only its temporary config
+ * until its first disk is copied, so it is waited on rather than judged
+ * (unless this process knows it is another machine's clone). Once it shows
+ * its full config without our marker, it is someone else's clone: ours
+ * always carry the marker from the first full config on, and a stranger's
+ * full clone may take many minutes more.
  */
 async function resolveCandidate(
   ctx: ProxmoxContext,
@@ -346,11 +499,14 @@ async function resolveCandidate(
       node = n;
       config = await readConfig(api, node, vmid, signal);
     }
-    const owner = parseMarker(config.description)?.machineId ?? cloning.get(vmid);
+    const owner = parseMarker(config.description)?.machineId;
     if (owner !== undefined && owner !== machineId) return null;
     if (owner === undefined) {
-      if (config.lock !== "clone") return null;
-      if (Object.keys(config).some((k) => !NAMELESS_KEYS.has(k))) return null;
+      if (config.lock !== "clone" || !isTemporaryConfig(config)) return null;
+      const inflight = cloning.get(vmid);
+      if (inflight !== undefined && inflight !== machineId) return null;
+      // Not one this process follows: ours only if a clone task of ours runs that we lost track of.
+      if (inflight === undefined && !(await lostCloneRunning(ctx, node, signal))) return null;
     } else if (blockingLock(config.lock) === null) return { node, vmid, config };
     if (call === 0) {
       log.info("VM {vmid} is being cloned; waiting to see whose it is", {
@@ -361,6 +517,84 @@ async function resolveCandidate(
     }
     return undefined;
   });
+}
+
+/**
+ * Whether a clone task started by our token runs on `node` that this process
+ * does not follow (its POST went unanswered, its Create was aborted, or a
+ * provider before a restart started it): only such a task can be writing a
+ * temporary config of ours. The node's task list is answered by pveproxy,
+ * without a pvedaemon worker. When it cannot be read, assume one runs.
+ */
+async function lostCloneRunning(
+  ctx: ProxmoxContext,
+  node: string,
+  signal: AbortSignal,
+): Promise<boolean> {
+  let list: unknown;
+  try {
+    list = await ctx.api.get(
+      `/nodes/${node}/tasks`,
+      { source: "active", typefilter: "qmclone", limit: 1000 },
+      signal,
+    );
+  } catch (err) {
+    if (signal.aborted) throw err;
+    return true;
+  }
+  return (Array.isArray(list) ? list : []).some((e) => {
+    const t = e as Record<string, unknown>;
+    // PVE shows a token's task as run by the full token id (`USER@REALM!TOKENID`); the
+    // user alone still matches a task started before a rotation, under the old token.
+    const user = String(t.user ?? "").split("!")[0];
+    return t.status === "RUNNING" && !ctx.cloneTasks.has(String(t.upid)) &&
+      (ctx.taskUser === "" || user === ctx.taskUser);
+  });
+}
+
+/** The template volumes a full clone allocates anew: disks and the cloud-init drive, not ISOs. */
+function copiedVolumes(config: VmConfig | null) {
+  if (config === null) return [];
+  return templateVolumes(config).filter((v) =>
+    !/(?:^|,)media=cdrom(?:,|$)/.test(String(config[v.key])) || /cloudinit/.test(v.volid)
+  );
+}
+
+/**
+ * After a clone into `vmid` failed on a storage lock: remove what is left
+ * of it if it is ours (a worker's cleanup cut short leaves the config with
+ * its marker, or the bare temporary config). True when the VMID holds
+ * nothing of anyone's now, false when someone else's VM is there.
+ */
+async function clearHalfMade(
+  ctx: ProxmoxContext,
+  node: string,
+  vmid: number,
+  machineId: string,
+  why: string,
+  signal: AbortSignal,
+): Promise<boolean> {
+  const config = await readConfig(ctx.api, node, vmid, signal);
+  if (config === null) return true;
+  const marker = parseMarker(config.description)?.machineId;
+  const ours = marker === machineId || (marker === undefined && isTemporaryConfig(config));
+  const lock = blockingLock(config.lock);
+  if (!ours || (lock !== null && marker === undefined)) return false;
+  if (lock !== null) {
+    throw new BackendError(
+      `VM ${vmid} on ${node} was left locked (${lock}) by its failed clone (${why}); ` +
+        `remove it (qm unlock ${vmid}, then destroy it) and Create again`,
+    );
+  }
+  log.warn("removing VM {vmid} on {node}, left half-made by its failed clone", {
+    vmid,
+    node,
+    machineId,
+    error: why,
+  });
+  const done = await destroyVm(ctx.api, node, vmid, ctx.timing, signal);
+  if (done.upid !== null) await freeLeftovers(ctx, node, vmid, done.upid, signal);
+  return true;
 }
 
 /** Whether a refused clone POST met a lock on its source (legacy servers: by its config). */

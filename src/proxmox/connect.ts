@@ -56,5 +56,6 @@ export function apiClientFor(
     requestTimeoutMs: timing.requestTimeoutMs,
     readAttempts: timing.readAttempts,
     retryBaseMs: timing.retryBaseMs,
+    callsPerNode: px.callsPerNode,
   });
 }

@@ -23,6 +23,8 @@ export interface Timing {
   task: Backoff;
   exec: Backoff;
   agentPollMs: number;
+  /** After a start, the first ping waits this long (at most agentPollMs). */
+  agentFirstPollMs: number;
   agentTimeoutMs: number;
   /** Poll interval while waiting for a lock or a state change. */
   settleMs: number;
@@ -66,11 +68,18 @@ export interface Located {
 /** The state one backend instance shares between its modules. */
 export interface ProxmoxContext {
   api: ApiClient;
+  /**
+   * The API token's user (`USER@REALM`, "" when not known): every task we start
+   * runs as it, under whichever token a rotation made current.
+   */
+  taskUser: string;
   /** The configured nodes (the backend's zones). */
   nodes: string[];
   timing: Timing;
   /** Clones this process started, vmid → machine id: recognisable before PVE writes the name. */
   cloning: Map<number, string>;
+  /** The tasks of those clones: a running clone task of ours not in here is one we lost track of. */
+  cloneTasks: Set<string>;
   /** vmid → machine id of every marker read so far: what a VM on a node that is down was. */
   known: Map<number, string>;
   /** Nodes found down, so each outage is logged once. */
@@ -84,9 +93,13 @@ export interface ProxmoxContext {
 }
 
 export const DEFAULT_TIMING: Timing = {
-  task: { initialMs: 200, maxMs: 2000 },
+  // A poll of a task's status is a short protected call; at most every second.
+  task: { initialMs: 200, maxMs: 1000 },
   exec: { initialMs: 100, maxMs: 1000 },
-  agentPollMs: 500,
+  // ≥ 3 s: a ping to a booting guest holds one of pvedaemon's 3 workers for 3 s.
+  agentPollMs: 3000,
+  // A guest up within half a second of its start is found at once; others every agentPollMs.
+  agentFirstPollMs: 500,
   agentTimeoutMs: 300_000,
   settleMs: 1000,
   requestTimeoutMs: 60_000,
@@ -109,13 +122,20 @@ export function newContext(
   api: ApiClient,
   nodes: readonly string[],
   timing: Timing,
-  opts: { leaked?: (volid: string) => void; tags?: readonly string[] } = {},
+  opts: {
+    leaked?: (volid: string) => void;
+    tags?: readonly string[];
+    /** The API token's user (`USER@REALM`): tasks we start run as it, whichever token. */
+    taskUser?: string;
+  } = {},
 ): ProxmoxContext {
   return {
     api,
     nodes: [...nodes],
     timing,
+    taskUser: opts.taskUser ?? "",
     cloning: new Map(),
+    cloneTasks: new Set(),
     known: new Map(),
     outages: new NodeOutages(),
     destroyed: new Map(),

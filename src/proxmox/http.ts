@@ -1,6 +1,7 @@
 // The JSON API layer: token auth, request encoding the way pve-http-server
-// accepts it, the `{data}` envelope, error text extraction, and retries of
-// idempotent reads on proxy failures (595/596/597/599/502…).
+// accepts it, the `{data}` envelope, error text extraction, retries of
+// idempotent reads on proxy failures (595/596/597/599/502…), and the bound
+// on calls in flight per node that pvedaemon's workers run (pvedaemon.ts).
 
 import { getLogger } from "@logtape/logtape";
 import {
@@ -11,8 +12,10 @@ import {
   TransportError,
 } from "./errors.ts";
 import { sleep } from "../kit/deadline.ts";
+import { isAgentPing, protectedNode } from "./pvedaemon.ts";
 import type { RawResponse, Transport } from "./transport.ts";
 import { fixedToken, type TokenSource } from "./token_source.ts";
+import { createKeyedLimit } from "./util.ts";
 
 export type Params = Record<string, string | number | boolean | string[] | undefined>;
 
@@ -51,6 +54,8 @@ export interface ApiClientOptions {
   /** Attempts for GETs on transient failures. */
   readAttempts: number;
   retryBaseMs: number;
+  /** Protected calls in flight per node (pvedaemon.ts); 0 or absent: no limit. */
+  callsPerNode?: number;
 }
 
 const log = getLogger(["bigfleet", "proxmox"]);
@@ -111,6 +116,11 @@ export function errorFromResponse(method: string, path: string, res: RawResponse
 
 export function createApiClient(opts: ApiClientOptions): ApiClient {
   const token = opts.token ?? fixedToken(opts.tokenId, opts.tokenSecret);
+  const limit = opts.callsPerNode ?? 0;
+  const workers = createKeyedLimit(limit);
+  // An agent ping to a booting guest holds its worker for 3 s: pings never
+  // take the last place, so tasks, configs and starts always find one.
+  const pings = createKeyedLimit(limit > 0 ? Math.max(1, limit - 1) : 0);
 
   async function once(
     method: "GET" | "POST" | "PUT" | "DELETE",
@@ -129,14 +139,27 @@ export function createApiClient(opts: ApiClientOptions): ApiClient {
       headers["Content-Type"] = "application/json";
       payload = new TextEncoder().encode(JSON.stringify(stripUndefined(body)));
     }
-    const timeout = AbortSignal.timeout(opts.requestTimeoutMs);
-    const both = AbortSignal.any([signal, timeout]);
+    const node = protectedNode(method, path);
+    // The request timeout starts once a place is free: waiting for one is our own queue.
+    const timer: { signal?: AbortSignal } = {};
+    const send = () => {
+      timer.signal = AbortSignal.timeout(opts.requestTimeoutMs);
+      return opts.transport.send(
+        { method, url, headers, body: payload },
+        AbortSignal.any([signal, timer.signal]),
+      );
+    };
     let res: RawResponse;
     try {
-      res = await opts.transport.send({ method, url, headers, body: payload }, both);
+      res = await (node === null
+        ? send()
+        : isAgentPing(path)
+        ? pings.run(node, () =>
+          workers.run(node, send, signal), signal)
+        : workers.run(node, send, signal));
     } catch (err) {
       if (signal.aborted) throw signal.reason ?? err;
-      if (timeout.aborted) {
+      if (timer.signal?.aborted) {
         throw new TransportError(
           `proxmox ${method} ${path}: no response within ${opts.requestTimeoutMs / 1000}s`,
         );

@@ -43,7 +43,8 @@ export async function ensureRunning(
   }
   const st = await readStatus(api, node, vmid, signal);
   if (st === null) throw new BackendError(`VM ${vmid} does not exist on node ${node}`);
-  if (st.status !== "running") {
+  const starting = st.status !== "running";
+  if (starting) {
     log.info("starting VM {vmid} on {node}", { vmid, node, status: st.status });
     await startVm(api, node, vmid, timing, signal);
   }
@@ -51,7 +52,11 @@ export async function ensureRunning(
     api,
     node,
     vmid,
-    { pollMs: timing.agentPollMs, timeoutMs: timing.agentTimeoutMs },
+    {
+      pollMs: timing.agentPollMs,
+      timeoutMs: timing.agentTimeoutMs,
+      firstMs: starting ? Math.min(timing.agentPollMs, timing.agentFirstPollMs) : 0,
+    },
     signal,
   );
   log.debug("guest agent of VM {vmid} answered after {polls} polls", { vmid, node, polls });

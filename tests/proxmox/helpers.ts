@@ -73,6 +73,8 @@ export function configFor(
     pool: "bigfleet",
     nodes: ["pve1", "pve2"],
     tags: ["bigfleet"],
+    callsPerNode: 2,
+    clonesPerStorage: 2,
     ...over,
   };
   return {

@@ -129,7 +129,7 @@ Deno.test("describe reports our in-flight clone as cloning, and ignores a strang
     await waitFor(
       "a nameless clone",
       () =>
-        r.sim.vms().some((v) => v.lock === "clone" && v.config.description === undefined) ||
+        r.sim.vms().some((v) => v.lock === "clone" && v.config.name === undefined) ||
         undefined,
     );
     assert.equal(

@@ -19,13 +19,43 @@ export interface AgentEnv {
   bootstrapExec: string[];
 }
 
+/** Whether the VM runs with its agent configured but the agent does not answer (yet). */
+function agentSilent(env: AgentEnv, vm: VmRecord): boolean {
+  if (vm.config.agent === undefined || vm.status !== "running") return false;
+  // With `agent: 0` there is no QGA socket: the check fails at once.
+  if (!agentEnabled(vm.config.agent)) return false;
+  const booted = Date.now() - vm.startedAt >= env.state.timing.agentBootMs;
+  return !booted || env.faults.agentDown;
+}
+
+/**
+ * How long an agent call holds its pvedaemon worker: every agent command
+ * first pings the agent (qemu-server QemuServer/Agent.pm agent_available →
+ * qga_check_running, guest-ping with a 3 s timeout), so while the agent does
+ * not answer each call waits that timeout out; otherwise `rounds` QGA round
+ * trips (file-write: open, write, close, each with its ping) plus its size.
+ */
+export function agentWorkerMs(
+  env: AgentEnv,
+  node: string,
+  vmid: number,
+  rounds: number,
+  bytes = 0,
+): number {
+  const vm = env.state.vms.get(vmid);
+  if (!vm || vm.node !== node) return 0;
+  const t = env.state.timing;
+  if (agentSilent(env, vm)) return t.qgaPingTimeoutMs;
+  if (vm.status !== "running" || !agentEnabled(vm.config.agent)) return 0;
+  return rounds * t.qgaRoundTripMs + Math.ceil(bytes / 1024) * t.fileWriteMsPerKiB;
+}
+
 /** assert_agent_available + the guest-ping that follows it. */
 export function assertAgent(env: AgentEnv, vm: VmRecord, qgaCommand: string): void {
   // A value PVE cannot parse is dropped when it reads the config: as if there were none.
   if (!agentValid(vm.config.agent)) throw fail("No QEMU guest agent configured");
   if (vm.status !== "running") throw fail(`VM ${vm.vmid} is not running`);
-  const booted = Date.now() - vm.startedAt >= env.state.timing.agentBootMs;
-  if (!agentEnabled(vm.config.agent) || !booted || env.faults.agentDown) {
+  if (!agentEnabled(vm.config.agent) || agentSilent(env, vm)) {
     throw fail("QEMU guest agent is not running");
   }
   if (env.faults.agentTimeouts > 0) {

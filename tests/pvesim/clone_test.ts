@@ -20,13 +20,16 @@ Deno.test("clone: phases (nameless lock, full config, moved to target) and inher
         description: "BigFleet managed VM. machine_id=m1",
       },
     }) as string;
-    // Phase 1: temp config with lock only, on the source node.
+    // Phase 1: the temporary config `# qmclone temporary file\nlock: clone\n`, on
+    // the source node: its comment line reads back as the description (as on the rig).
     const temp = await until(async () => {
       const r = await api.call("GET", "/nodes/pve1/qemu/101/config");
       return r.status === 200 ? r.body.data : null;
     });
-    assert.deepEqual(Object.keys(temp).sort(), ["digest", "lock"]);
+    assert.deepEqual(Object.keys(temp).sort(), ["description", "digest", "lock"]);
     assert.equal(temp.lock, "clone");
+    assert.equal(temp.description, " qmclone temporary file");
+    assert.match(temp.digest, /^[0-9a-f]{40}$/);
     const cur = await api.data("GET", "/nodes/pve1/qemu/101/status/current") as Obj;
     assert.equal(cur.name, "VM 101");
     assert.equal(cur.lock, "clone");

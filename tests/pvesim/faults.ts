@@ -7,6 +7,7 @@ export function defaultFaults(auditHidden: boolean): SimFaults {
     nextidRace: 0,
     nextidRaceKind: "config-exists",
     cloneWarnings: false,
+    cloneCleanupFails: false,
     taskError: {},
     http596: [],
     agentSlowMs: 0,

@@ -2,6 +2,7 @@
 // and the context handlers receive.
 
 import type { AgentEnv } from "./agent.ts";
+import type { WorkerPool } from "./daemon.ts";
 import type { Params, Schema } from "./params.ts";
 import type { ClusterState } from "./state.ts";
 import type { TaskRegistry, Timers } from "./tasks.ts";
@@ -13,6 +14,8 @@ export interface SimCore extends AgentEnv {
   tasks: TaskRegistry;
   timers: Timers;
   faults: SimFaults;
+  /** Each node's pvedaemon workers (daemon.ts). */
+  daemons: Map<string, WorkerPool>;
   /** The pve-manager version the simulator claims to be (SimOptions.pveVersion). */
   pveVersion: string;
 }
@@ -34,6 +37,12 @@ export interface Route {
   /** The method's own permission check under the ACL model (acl.ts), before the handler; 403s. */
   check?: (core: SimCore, p: Params) => void;
   handler: (ctx: RouteCtx) => unknown | Promise<unknown>;
+  /**
+   * How long a protected call holds its pvedaemon worker before the handler
+   * answers (daemon.ts); default timing.daemonCallMs. Unprotected routes
+   * hold none.
+   */
+  workerMs?: (ctx: RouteCtx) => number;
 }
 
 export interface RouteMatch {

@@ -5,10 +5,11 @@
 
 import https from "node:https";
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { isProtected, type Proxied, proxied } from "./daemon.ts";
 import { ApiError, forbidden, reasonPhrase } from "./errors.ts";
 import { isForbidden, offlineNodeOf, take596 } from "./faults.ts";
 import { validate } from "./params.ts";
-import { matchRoute, type Route, type SimCore } from "./router.ts";
+import { matchRoute, type Route, type RouteCtx, type SimCore } from "./router.ts";
 import type { SimRequestLog } from "./types.ts";
 
 export interface ServerOptions {
@@ -262,11 +263,35 @@ export class SimServer {
     const ctx = { core: o.core, params, authid: auth.authid };
     if (rule) {
       // The work happens (or fails) behind the proxy; the client only sees the 59x.
-      await Promise.resolve(m.route.handler(ctx)).catch(() => {});
+      await this.#run(m.route, ctx, log).catch(() => {});
       return await this.#proxyFailure(rule);
     }
-    const data = await m.route.handler(ctx);
-    return jsonReply(200, "OK", { data: data ?? null });
+    const out = await this.#run(m.route, ctx, log);
+    if (out.timedOut) return await this.#proxyFailure({ status: 596 });
+    return jsonReply(200, "OK", { data: out.value ?? null });
+  }
+
+  /**
+   * The handler, in a worker of the node's pvedaemon when the method is
+   * protected (daemon.ts): queued while all workers are busy, holding one for
+   * the route's worker time, and given up on by pveproxy after proxyTimeoutMs.
+   */
+  #run(route: Route, ctx: RouteCtx, log: SimRequestLog): Promise<Proxied<unknown>> {
+    const core = this.o.core;
+    const node = route.pattern.startsWith("/nodes/{node}")
+      ? String(ctx.params.node)
+      : core.state.nodes[0];
+    const pool = core.daemons.get(node);
+    const handle = async () => await route.handler(ctx);
+    if (!isProtected(route.method, route.pattern) || pool === undefined) {
+      return handle().then((value) => ({ timedOut: false, value }));
+    }
+    log.workerNode = node;
+    const hold = route.workerMs?.(ctx) ?? core.state.timing.daemonCallMs;
+    return proxied(core.timers, pool, core.state.timing.proxyTimeoutMs, async () => {
+      if (hold > 0) await core.timers.sleep(hold);
+      return await handle();
+    }, (waited) => log.workerWaitMs = waited);
   }
 
   async #proxyFailure(

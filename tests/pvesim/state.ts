@@ -3,6 +3,7 @@
 
 import { createHash } from "node:crypto";
 import { lockedError, noConfig } from "./errors.ts";
+import { LockTable } from "./locks.ts";
 import { normaliseTags } from "./params.ts";
 import { withPending } from "./pending.ts";
 import { type StorageRecord, storageRecord } from "./storage.ts";
@@ -207,8 +208,8 @@ export class ClusterState {
   readonly vms = new Map<number, VmRecord>();
   readonly lxc = new Map<number, LxcRecord>();
   readonly pools: Set<string>;
-  /** newid flocks held by clone workers (node-local in real PVE; keyed by node:vmid). */
-  readonly cloneLocks = new Set<string>();
+  /** flocks (node-local) and pmxcfs locks held now (locks.ts). */
+  readonly locks = new LockTable();
   /** storage.cfg by storage id. */
   readonly storages = new Map<string, StorageRecord>();
   /** Volumes a destroy left behind (destroy.ts): volid → where and whose. */

@@ -70,6 +70,25 @@ export class Timers {
     });
   }
 
+  /** A sleep that can be called off (its promise then never settles). */
+  cancelable(ms: number): { done: Promise<void>; cancel: () => void } {
+    let id: ReturnType<typeof setTimeout> | undefined;
+    const done = new Promise<void>((resolve) => {
+      if (this.closed) return;
+      id = setTimeout(() => {
+        this.#pending.delete(id!);
+        if (!this.closed) resolve();
+      }, Math.max(0, ms));
+      this.#pending.add(id);
+    });
+    const cancel = () => {
+      if (id === undefined) return;
+      clearTimeout(id);
+      this.#pending.delete(id);
+    };
+    return { done, cancel };
+  }
+
   close(): void {
     this.closed = true;
     for (const id of this.#pending) clearTimeout(id);

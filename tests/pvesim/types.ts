@@ -70,8 +70,24 @@ export interface SimTiming {
   resourcesLagMs: number;
   /** How long an agent exec runs before exec-status reports exited. */
   execMs: number;
-  /** flock timeout of the newid lock in a clone worker (real PVE: 1000). */
+  /** flock timeout of a clone worker's config locks: the source (shared) and the newid (real PVE: 1000). */
   lockTimeoutMs: number;
+  /** How long a protected call holds its pvedaemon worker (status/current, task status, PUT config...). */
+  daemonCallMs: number;
+  /** How long a clone POST holds its worker: the checks and the fork of its task (rig: ~200). */
+  cloneForkMs: number;
+  /** How long an agent call waits for guest-ping while the agent does not answer (qemu-server: 3000). */
+  qgaPingTimeoutMs: number;
+  /** One QGA command with the agent up (rig: ~65); ping, exec, exec-status take two, file-write six. */
+  qgaRoundTripMs: number;
+  /** Extra worker time per KiB a file-write carries. */
+  fileWriteMsPerKiB: number;
+  /** pveproxy gives up on a proxied call after this long without an answer: 596 (real: 30000). */
+  proxyTimeoutMs: number;
+  /** How long vdisk_alloc holds the storage lock per volume it allocates. */
+  storageAllocMs: number;
+  /** How long vdisk_alloc waits for the storage lock before the clone fails (real: 10000). */
+  storageLockTimeoutMs: number;
 }
 
 export interface SimOptions {
@@ -110,6 +126,8 @@ export interface SimOptions {
   acl?: SimAcl;
   /** Initial `faults.datacenter` (datacenter.cfg: tag policy, next-id range). */
   datacenter?: SimDatacenter;
+  /** pvedaemon `max_workers` on each node (default 3, as pve-manager ships it). */
+  pvedaemonWorkers?: number;
 }
 
 /** The datacenter.cfg options the simulator models (policy.ts). */
@@ -199,6 +217,12 @@ export interface SimFaults {
   nextidRaceKind: "config-exists" | "lock-timeout" | "other-node" | "sync";
   /** Clone tasks end "WARNINGS: 1" (a success). */
   cloneWarnings: boolean;
+  /**
+   * A clone task that fails after writing its temporary config leaves its
+   * half-made VM behind (unlocked, with the volumes made so far) instead of
+   * removing it, as a worker killed during its cleanup would.
+   */
+  cloneCleanupFails: boolean;
   /** Fail tasks of a type in the worker with this text. */
   taskError: Partial<Record<TaskType, string | TaskErrorRule>>;
   /** Answer matching requests with 596 (or another proxy status), plain-text body. */
@@ -332,6 +356,10 @@ export interface SimRequestLog {
   tokenId?: string;
   status: number;
   reason: string;
+  /** For a protected call: how long it waited for a pvedaemon worker (ms). */
+  workerWaitMs?: number;
+  /** For a protected call: the node whose pvedaemon ran it. */
+  workerNode?: string;
 }
 
 export interface SimTask {
@@ -388,5 +416,23 @@ export interface Simulator {
   leftoverVolumes(): { volid: string; node: string; storage: string; vmid: number }[];
   /** Change config keys by hand (root on the node): `null` deletes a key. */
   editConfig(vmid: number, changes: Record<string, string | number | null>): void;
+  /**
+   * Someone holds the VM's config flock exclusively for `ms` (a `qm set`, a
+   * migration): a clone of it fails `can't lock file '…/lock-<vmid>.conf' -
+   * got timeout` when it cannot take its shared lock within lockTimeoutMs.
+   */
+  holdConfigLock(vmid: number, ms: number): Promise<void>;
+  /**
+   * Someone else's allocation holds a storage's lock for `ms` (the flock on
+   * `node` for local storage, the cluster lock for shared storage).
+   */
+  holdStorageLock(storage: string, ms: number, node?: string): Promise<void>;
+  /** Other clients' calls keep `count` of `node`'s pvedaemon workers busy for `until` ms, or until it settles. */
+  occupyWorkers(node: string, count: number, until: number | Promise<unknown>): Promise<void>;
+  /** Each node's pvedaemon: workers, busy and queued now, the longest wait and most busy so far. */
+  workerPools(): Record<
+    string,
+    { size: number; busy: number; queued: number; maxWaitMs: number; peakBusy: number }
+  >;
   close(): Promise<void>;
 }

@@ -55,6 +55,8 @@ Deno.test("backend: a complete real configuration", async () => {
       pool: "bigfleet",
       nodes: ["pve1", "pve2", "pve3"],
       tags: ["bigfleet"],
+      callsPerNode: 2,
+      clonesPerStorage: 2,
     });
     // Built-in offerings use the first two nodes.
     assert.deepEqual(c.zones, ["pve1", "pve2"]);
@@ -221,5 +223,25 @@ Deno.test("backend: a token file may name its token id (USER@REALM!TOKENID=SECRE
     await rejects(realArgv(dir), /--proxmox-token-file: holds an '=' but no USER@REALM!TOKENID/);
     await Deno.writeTextFile(`${dir}/token`, `${SECRET}\n`);
     await rejects(noFlag, /--proxmox-token-id: is required .*TOKENID=SECRET/);
+  });
+});
+
+Deno.test("backend: the load bounds on the cluster, 0 for none, bad values refused", async () => {
+  await withFiles(async (dir) => {
+    const c = await loadConfig([
+      ...realArgv(dir),
+      "--proxmox-calls-per-node=1",
+      "--proxmox-clones-per-storage=0",
+    ]);
+    assert.equal(c.proxmox!.callsPerNode, 1);
+    assert.equal(c.proxmox!.clonesPerStorage, 0);
+    for (const flag of ["proxmox-calls-per-node", "proxmox-clones-per-storage"]) {
+      for (const bad of ["-1", "two", "1.5", "65", ""]) {
+        await rejects(
+          [...realArgv(dir), `--${flag}=${bad}`],
+          new RegExp(`^--${flag}: want a whole number from 0 \\(no limit\\) to 64, got`),
+        );
+      }
+    }
   });
 });

@@ -1,6 +1,6 @@
 // /nodes/{node}/qemu/{vmid}/agent/*: get-osinfo, ping, file-write, exec, exec-status.
 
-import { assertAgent, exec, execStatus, fileWrite, osInfo } from "../agent.ts";
+import { agentWorkerMs, assertAgent, exec, execStatus, fileWrite, osInfo } from "../agent.ts";
 import { NODE, type Params, VMID } from "../params.ts";
 import type { Route, RouteCtx } from "../router.ts";
 import { openVm, vmPerm } from "./qemu.ts";
@@ -18,6 +18,16 @@ function slow(fn: (ctx: RouteCtx) => unknown): (ctx: RouteCtx) => Promise<unknow
 
 const base = { node: NODE, vmid: VMID };
 
+/** The worker time of an agent call of `rounds` QGA round trips (agentWorkerMs). */
+const held = (rounds: number) => ({ core, params }: RouteCtx) =>
+  agentWorkerMs(
+    core,
+    String(params.node),
+    Number(params.vmid),
+    rounds,
+    typeof params.content === "string" ? params.content.length : 0,
+  );
+
 function osinfoHandler({ core, params }: RouteCtx) {
   assertAgent(core, openVm(core, params), "guest-get-osinfo");
   return osInfo();
@@ -29,6 +39,7 @@ export const agentRoutes: Route[] = [
     pattern: "/nodes/{node}/qemu/{vmid}/agent/get-osinfo",
     schema: base,
     perm,
+    workerMs: held(2),
     handler: slow(osinfoHandler),
   },
   {
@@ -36,6 +47,7 @@ export const agentRoutes: Route[] = [
     pattern: "/nodes/{node}/qemu/{vmid}/agent/ping",
     schema: base,
     perm,
+    workerMs: held(2),
     handler: slow(({ core, params }) => {
       assertAgent(core, openVm(core, params), "guest-ping");
       return { result: {} };
@@ -51,6 +63,7 @@ export const agentRoutes: Route[] = [
       encode: { type: "boolean", optional: true },
     },
     perm,
+    workerMs: held(6),
     handler: slow(({ core, params }) => {
       const p = params as Params;
       fileWrite(
@@ -72,6 +85,7 @@ export const agentRoutes: Route[] = [
       "input-data": { type: "string", optional: true, maxLength: 65536 },
     },
     perm,
+    workerMs: held(2),
     handler: slow(({ core, params }) => {
       const pid = exec(
         core,
@@ -87,6 +101,7 @@ export const agentRoutes: Route[] = [
     pattern: "/nodes/{node}/qemu/{vmid}/agent/exec-status",
     schema: { ...base, pid: { type: "integer" } },
     perm,
+    workerMs: held(2),
     handler: slow(({ core, params }) =>
       execStatus(core, openVm(core, params), params.pid as number)
     ),

@@ -25,6 +25,8 @@ import {
   volumeStorage,
 } from "../storage.ts";
 import { checkCloneAccess, checkNetworkAccess, hasPriv, requireOnVm, vmPoolOf } from "../acl.ts";
+import { configLock, lockKey, storageLock, takeLock } from "../locks.ts";
+import type { Task } from "../tasks.ts";
 import { checkNode } from "./nodes.ts";
 import { openVm, vmPerm } from "./qemu.ts";
 
@@ -164,69 +166,94 @@ function injectRace(core: SimCore, a: CloneArgs, kind: RaceKind): void {
       break;
     case "lock-timeout": {
       // The other clone holds the newid flock longer than our worker waits.
-      const key = `${a.node}:${a.newid}`;
-      core.state.cloneLocks.add(key);
+      const key = lockKey(configLock(a.node, a.newid));
+      if (!core.state.locks.tryTake(key, false)) break;
       core.timers.sleep(core.state.timing.lockTimeoutMs + 20).then(() => {
         foreignVm(core, a.newid, a.node);
-        core.state.cloneLocks.delete(key);
+        core.state.locks.release(key, false);
       });
       break;
     }
   }
 }
 
-async function cloneWorker(core: SimCore, srcVmid: number, a: CloneArgs): Promise<number> {
+/** The temporary config clone_vm writes before its first disk: `# qmclone temporary file\nlock: clone\n`. */
+export const TEMPORARY_CONFIG: Readonly<Record<string, ConfigValue>> = {
+  // parse_vm_config reads the comment line as the description.
+  description: " qmclone temporary file",
+  lock: "clone",
+};
+
+/**
+ * The qmclone worker (qemu-server API2/Qemu.pm clone_vm): the source's
+ * config lock shared and the newid's exclusive (each given up after
+ * lockTimeoutMs), then the clone itself.
+ */
+async function cloneWorker(
+  core: SimCore,
+  task: Task,
+  srcVmid: number,
+  a: CloneArgs,
+): Promise<number> {
+  const { state, timers } = core;
+  const wait = state.timing.lockTimeoutMs;
+  const log = task.log;
+  const source = await takeLock(state.locks, timers, configLock(a.node, srcVmid, true), wait, log);
+  try {
+    const target = await takeLock(state.locks, timers, configLock(a.node, a.newid), wait, log);
+    try {
+      return await cloneVm(core, task, srcVmid, a);
+    } finally {
+      target();
+    }
+  } finally {
+    source();
+  }
+}
+
+/** clone_vm's `$clonefn`, under both config locks. */
+async function cloneVm(core: SimCore, task: Task, srcVmid: number, a: CloneArgs): Promise<number> {
   const { state, timers, faults } = core;
   const timing = state.timing;
-  const key = `${a.node}:${a.newid}`;
-  const deadline = Date.now() + timing.lockTimeoutMs;
-  while (state.cloneLocks.has(key)) {
-    if (Date.now() >= deadline) {
-      throw new TaskFailure(
-        `can't lock file '/var/lock/qemu-server/lock-${a.newid}.conf' - got timeout`,
-      );
-    }
-    await timers.sleep(Math.min(10, deadline - Date.now()));
+  const src = state.vms.get(srcVmid);
+  if (!src || src.node !== a.node) {
+    throw new TaskFailure(
+      `Configuration file 'nodes/${a.node}/qemu-server/${srcVmid}.conf' does not exist`,
+    );
   }
-  state.cloneLocks.add(key);
+  const existing = state.vms.get(a.newid);
+  if (existing && existing.node !== a.node) {
+    // pmxcfs refuses a VMID that exists on another node.
+    throw new TaskFailure(
+      `close (rename) atomic file '/etc/pve/nodes/${a.node}/qemu-server/${a.newid}.conf' failed: File exists`,
+    );
+  }
+  if (existing || state.lxc.has(a.newid)) throw new TaskFailure(existsText(a.newid));
+  // The worker re-runs the pre-checks under its locks.
+  if (src.config.lock !== undefined) {
+    throw new TaskFailure(lockedError(String(src.config.lock)).message);
+  }
+
+  // Phase 1: the temporary config while the first disk is allocated and copied.
+  const vm = newVmRecord(a.newid, a.node, { ...TEMPORARY_CONFIG });
+  state.vms.set(a.newid, vm);
+  state.publish(vm);
+  const gone = () => state.vms.get(a.newid) !== vm;
   try {
-    const src = state.vms.get(srcVmid);
-    if (!src || src.node !== a.node) {
-      throw new TaskFailure(
-        `Configuration file 'nodes/${a.node}/qemu-server/${srcVmid}.conf' does not exist`,
-      );
-    }
-    const existing = state.vms.get(a.newid);
-    if (existing && existing.node !== a.node) {
-      // pmxcfs refuses a VMID that exists on another node.
-      throw new TaskFailure(
-        `close (rename) atomic file '/etc/pve/nodes/${a.node}/qemu-server/${a.newid}.conf' failed: File exists`,
-      );
-    }
-    if (existing || state.lxc.has(a.newid)) throw new TaskFailure(existsText(a.newid));
-    // The worker re-runs the pre-checks under its locks.
-    if (src.config.lock !== undefined) {
-      throw new TaskFailure(lockedError(String(src.config.lock)).message);
-    }
-
-    // Phase 1: the temporary config (`lock: clone` only) while the first disk copies.
-    const vm = newVmRecord(a.newid, a.node, { lock: "clone" });
-    state.vms.set(a.newid, vm);
-    state.publish(vm);
-    const gone = () => state.vms.get(a.newid) !== vm;
-    const lost = () => new TaskFailure(`clone failed: unable to open file for VM ${a.newid}`);
-
-    // Phase 2: one drive after the other; the config is rewritten after each
-    // (still locked), so the name shows only once the first disk is done.
+    // Phase 2: one drive after the other, each allocated under its storage's
+    // lock and then copied; the config is rewritten after each (still
+    // locked), so the name shows only once the first disk is done.
     const drives = copiedDrives(src.config);
     const base = clonedBase(src, a);
     const rest = Math.max(0, timing.cloneMs - timing.cloneNamelessMs);
     const later = rest / Math.max(1, drives.length);
     const written: Record<string, ConfigValue> = {};
     for (const [i, key] of drives.entries()) {
+      const volume = clonedDrive(src, key, a);
+      await allocate(core, task, volumeStorage(volume) ?? "local-lvm", a.node);
       await timers.sleep(i === 0 ? timing.cloneNamelessMs : later);
-      if (gone()) throw lost();
-      written[key] = clonedDrive(src, key, a);
+      if (gone()) throw new TaskFailure(`unable to open file for VM ${a.newid}`);
+      written[key] = volume;
       vm.config = { ...base, ...written };
       state.publish(vm);
     }
@@ -235,23 +262,43 @@ async function cloneWorker(core: SimCore, srcVmid: number, a: CloneArgs): Promis
       vm.config = { ...base };
     }
     await timers.sleep(later);
-    if (gone()) throw lost();
-
+    if (gone()) throw new TaskFailure(`unable to open file for VM ${a.newid}`);
     const err = takeTaskError(faults, "qmclone");
-    if (err !== undefined) {
-      // The worker frees new volumes and deletes the new config on failure.
-      state.vms.delete(a.newid);
-      throw new TaskFailure(`clone failed: ${err}`);
+    if (err !== undefined) throw new TaskFailure(err);
+  } catch (err) {
+    // The worker frees the new volumes and removes the config, last thing before it dies.
+    if (!gone()) {
+      if (faults.cloneCleanupFails) {
+        delete vm.config.lock;
+        state.publish(vm);
+      } else state.vms.delete(a.newid);
     }
+    throw new TaskFailure(`clone failed: ${(err as Error).message.replace(/\n+$/, "")}`);
+  }
 
-    // Phase 3: unlock, move to the target node, join the pool.
-    delete vm.config.lock;
-    if (a.target && a.target !== a.node) vm.node = a.target;
-    if (a.pool) vm.pool = a.pool;
-    state.publish(vm);
-    return faults.cloneWarnings ? 1 : 0;
+  // Phase 3: unlock, move to the target node, join the pool.
+  delete vm.config.lock;
+  if (a.target && a.target !== a.node) vm.node = a.target;
+  if (a.pool) vm.pool = a.pool;
+  state.publish(vm);
+  return faults.cloneWarnings ? 1 : 0;
+}
+
+/** vdisk_alloc: the storage's lock, held while the volume is allocated. */
+async function allocate(core: SimCore, task: Task, storage: string, node: string): Promise<void> {
+  const { state, timers } = core;
+  const shared = state.storages.get(storage)?.shared ?? false;
+  const release = await takeLock(
+    state.locks,
+    timers,
+    storageLock(storage, shared, node),
+    state.timing.storageLockTimeoutMs,
+    task.log,
+  );
+  try {
+    await timers.sleep(state.timing.storageAllocMs);
   } finally {
-    state.cloneLocks.delete(key);
+    release();
   }
 }
 
@@ -275,6 +322,8 @@ export const cloneRoutes: Route[] = [
     },
     perm: vmPerm("VM.Clone"),
     check: cloneCheck,
+    // The POST holds its worker for the checks and until the task is forked.
+    workerMs: ({ core }) => core.state.timing.cloneForkMs,
     handler: ({ core, params, authid }) => {
       const a = cloneArgs(params);
       if (a.pool !== undefined && !core.state.pools.has(a.pool)) {
@@ -326,7 +375,7 @@ export const cloneRoutes: Route[] = [
         "qmclone",
         String(src.vmid),
         authid,
-        () => cloneWorker(core, src.vmid, a),
+        (task) => cloneWorker(core, task, src.vmid, a),
       );
       if (core.faults.cloneWarnings) {
         t.log.push(`found pending changes for 'cores', discarding for clone`);

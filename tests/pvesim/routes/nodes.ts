@@ -107,6 +107,47 @@ export const nodeRoutes: Route[] = [
     },
   },
   {
+    // pve-manager API2/Tasks.pm node_tasks: answered by pveproxy (not protected).
+    // `active` lists running tasks (status RUNNING, user the full token id, as
+    // on the rig); the archive splits a token into user and tokenid. A caller
+    // sees its own tasks (this token's: the simulator knows only one).
+    method: "GET",
+    pattern: "/nodes/{node}/tasks",
+    schema: {
+      node: NODE,
+      source: { type: "string", optional: true, enum: ["archive", "active", "all"] },
+      typefilter: { type: "string", optional: true },
+      vmid: { type: "integer", optional: true },
+      userfilter: { type: "string", optional: true },
+      start: { type: "integer", optional: true, min: 0 },
+      limit: { type: "integer", optional: true, min: 0 },
+      errors: { type: "boolean", optional: true },
+    },
+    perm: nodePerm,
+    handler: ({ core, params }) => {
+      checkNode(core, params.node as string);
+      const source = (params.source as string | undefined) ?? "archive";
+      const out = [...core.tasks.tasks.values()]
+        .filter((t) => t.node === params.node)
+        .filter((t) => source === "all" || (source === "active") === (t.status === "running"))
+        .filter((t) => params.typefilter === undefined || t.type === params.typefilter)
+        .filter((t) => params.vmid === undefined || t.id === String(params.vmid))
+        .filter((t) =>
+          params.userfilter === undefined || t.user.includes(String(params.userfilter))
+        )
+        .filter((t) => !params.errors || (t.status === "stopped" && t.exitstatus !== "OK"))
+        .sort((a, b) => b.starttime - a.starttime)
+        .map((t) => {
+          const { log: _log, ...rest } = t;
+          if (t.status === "running") return { ...rest, status: "RUNNING" };
+          const e = core.tasks.statusJson(t);
+          return { ...e, status: t.exitstatus, endtime: e.starttime };
+        });
+      const start = (params.start as number | undefined) ?? 0;
+      return out.slice(start, start + ((params.limit as number | undefined) ?? 50));
+    },
+  },
+  {
     method: "GET",
     pattern: "/nodes/{node}/tasks/{upid}/status",
     schema: { node: NODE, upid: { type: "string" } },

@@ -1,0 +1,150 @@
+// Our own clone in its first phase shows only the temporary config clone_vm
+// writes (`description: " qmclone temporary file"`, `lock: clone`, a digest;
+// docs/proxmox-notes.md "VMID allocation and clone races"). Whenever Create
+// cannot know such a clone is its own (a restart without state, a lost
+// answer, an aborted wait), it waits for it rather than cloning a second VM:
+// every path ends with exactly one VM per machine id.
+
+import assert from "node:assert/strict";
+import { createProxmoxBackend } from "../../src/proxmox/mod.ts";
+import { waitFor } from "../server/helpers.ts";
+import { FAST, logLines, rig, signal, slot, vmidOf } from "./helpers.ts";
+
+type R = Awaited<ReturnType<typeof rig>>;
+
+const clonePosts = (r: R) =>
+  r.sim.requests.filter((q) => q.method === "POST" && q.path.endsWith("/clone")).length;
+const ordinary = (r: R) => r.sim.vms().filter((v) => !v.template);
+/** The VMs carrying this machine's marker, or still in their temporary config. */
+const vmsOf = (r: R, machineId: string) =>
+  ordinary(r).filter((v) =>
+    String(v.config.description ?? "").includes(machineId) ||
+    v.config.description === " qmclone temporary file"
+  );
+
+/** Resolves once some clone shows the temporary config. */
+const inTemporaryConfig = (r: R) =>
+  waitFor(
+    "a clone in its temporary config",
+    () =>
+      r.sim.vms().find((v) =>
+        v.lock === "clone" && v.config.description === " qmclone temporary file"
+      ) ?? undefined,
+  );
+
+const SLOW_FIRST_DISK = { timing: { cloneMs: 1400, cloneNamelessMs: 900 } };
+
+Deno.test("a provider restarted without state adopts its clone still in the temporary config", async () => {
+  await using r = await rig(SLOW_FIRST_DISK);
+  const s = slot("pve1");
+  const before = new AbortController();
+  const first = r.backend.create(s, before.signal).catch((e) => e);
+  const temp = await inTemporaryConfig(r);
+  // The first process dies: its memory of the clone goes with it.
+  before.abort(new Error("provider killed"));
+  await first;
+  const after = await createProxmoxBackend(r.cfg, { timing: FAST });
+  try {
+    const { hostRef } = await after.create({ ...s, operationId: "op-after-restart" }, signal());
+    assert.equal(vmidOf(hostRef), temp.vmid);
+  } finally {
+    await after.close();
+  }
+  assert.equal(clonePosts(r), 1);
+  assert.deepEqual(vmsOf(r, s.machineId).map((v) => v.vmid), [temp.vmid]);
+});
+
+Deno.test("a clone POST answered 596, then a restart: the new process adopts that clone", async () => {
+  await using r = await rig(SLOW_FIRST_DISK);
+  // The answer is lost; the clone runs.
+  r.sim.faults.http596 = [{ path: /\/clone$/, method: "POST", count: 1, delayMs: 50 }];
+  const s = slot("pve1");
+  const before = new AbortController();
+  const first = r.backend.create(s, before.signal).catch((e) => e);
+  await waitFor("the 596", () => r.sim.requests.some((q) => q.status === 596) || undefined);
+  const temp = await inTemporaryConfig(r);
+  before.abort(new Error("provider killed"));
+  await first;
+  const after = await createProxmoxBackend(r.cfg, { timing: FAST });
+  try {
+    const { hostRef } = await after.create(s, signal());
+    assert.equal(vmidOf(hostRef), temp.vmid);
+  } finally {
+    await after.close();
+  }
+  assert.deepEqual(vmsOf(r, s.machineId).map((v) => v.vmid), [temp.vmid]);
+  assert.equal(ordinary(r).length, 1);
+});
+
+Deno.test("a clone POST pveproxy gave up on and pvedaemon ran late makes one VM", async () => {
+  // pve1's workers are busy with an operator's long calls: the clone POST
+  // waits past the proxy timeout (596) and past the provider's look for its
+  // clone; the workers free up as the provider sends the POST again.
+  await using r = await rig({
+    timing: { proxyTimeoutMs: 300, cloneMs: 600, cloneNamelessMs: 300 },
+  });
+  let again!: () => void;
+  const secondPost = new Promise<void>((go) => again = go);
+  let posts = 0;
+  r.sim.faults.onRequest = (method, path) => {
+    if (method === "POST" && path.endsWith("/clone") && ++posts === 2) again();
+  };
+  const busy = r.sim.occupyWorkers("pve1", 3, secondPost);
+  await waitFor("busy workers", () => r.sim.workerPools().pve1.busy === 3 || undefined);
+  const s = slot("pve1");
+  const { hostRef } = await r.backend.create(s, signal());
+  await busy;
+  await waitFor(
+    "every clone task done",
+    () => r.sim.tasks().every((t) => t.status === "stopped") || undefined,
+  );
+  assert.equal(r.sim.requests.find((q) => q.path.endsWith("/clone"))!.status, 596);
+  assert.deepEqual(vmsOf(r, s.machineId).map((v) => v.vmid), [vmidOf(hostRef)]);
+  assert.equal(ordinary(r).length, 1);
+});
+
+Deno.test("a Create aborted during the clone's first phase leaves it to the next Create", async () => {
+  await using r = await rig(SLOW_FIRST_DISK);
+  const s = slot("pve2");
+  const cut = new AbortController();
+  const first = r.backend.create(s, cut.signal).catch((e) => e);
+  const temp = await inTemporaryConfig(r);
+  cut.abort(new Error("Create timed out"));
+  assert.ok((await first) instanceof Error);
+  const { hostRef } = await r.backend.create({ ...s, operationId: "op-redrive" }, signal());
+  assert.equal(vmidOf(hostRef), temp.vmid);
+  assert.equal(clonePosts(r), 1);
+  assert.equal(ordinary(r).length, 1);
+});
+
+Deno.test("a temporary config is waited for only while a clone of our token we lost track of runs", async () => {
+  await using r = await rig(SLOW_FIRST_DISK);
+  // A dead clone's leftover (its worker was killed): no task runs for it.
+  r.sim.addVm({ vmid: 703, node: "pve1", name: "dead", template: false });
+  r.sim.editVmOutOfBand(703, (c) => {
+    for (const k of Object.keys(c)) delete c[k];
+    Object.assign(c, { description: " qmclone temporary file", lock: "clone" });
+  });
+  // Someone else cloning with the provider's token: it may be ours until it shows its name.
+  const api = { Authorization: r.sim.authHeader, "Content-Type": "application/json" };
+  const client = Deno.createHttpClient({ caCerts: [r.sim.caPem] });
+  const posted = await fetch(`${r.sim.url}/nodes/pve1/qemu/9000/clone`, {
+    method: "POST",
+    headers: api,
+    client,
+    body: JSON.stringify({ newid: 702, name: "web-3", description: "web", full: 1 }),
+  });
+  assert.equal(posted.status, 200);
+  await posted.body?.cancel();
+  client.close();
+  const s = slot("pve1");
+  const { hostRef } = await r.backend.create(s, signal());
+  assert.ok(
+    logLines.some((l) => /VM 702 is being cloned; waiting/.test(l) && l.includes(s.machineId)),
+    "Create waited for the clone it could not tell apart from its own",
+  );
+  assert.ok(![702, 703].includes(vmidOf(hostRef)));
+  assert.equal(r.sim.vm(702)!.name, "web-3", "left alone");
+  assert.equal(r.sim.vm(703)!.lock, "clone", "left alone");
+  assert.equal(clonePosts(r), 2);
+});
