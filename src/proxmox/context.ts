@@ -21,6 +21,8 @@ export interface Timing {
   exec: Backoff;
   agentPollMs: number;
   agentTimeoutMs: number;
+  /** Pause between readiness checks (each is an agent exec; pvedaemon has 3 workers per node). */
+  readyPollMs: number;
   /** Poll interval while waiting for a lock or a state change. */
   settleMs: number;
   requestTimeoutMs: number;
@@ -70,6 +72,7 @@ export const DEFAULT_TIMING: Timing = {
   exec: { initialMs: 100, maxMs: 1000 },
   agentPollMs: 500,
   agentTimeoutMs: 300_000,
+  readyPollMs: 3000,
   settleMs: 1000,
   requestTimeoutMs: 60_000,
   readAttempts: 4,

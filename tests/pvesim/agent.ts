@@ -11,6 +11,7 @@ export interface AgentEnv {
   faults: SimFaults;
   bootstrapPath: string;
   bootstrapExec: string[];
+  readyExec: readonly string[];
 }
 
 /** assert_agent_available + the guest-ping that follows it. */
@@ -110,7 +111,13 @@ export function exec(env: AgentEnv, vm: VmRecord, command: string[], inputData: 
   }
   const stdin = latin1Bytes(inputData);
   const outcome = runInGuest(
-    { vm, faults: env.faults, bootstrapPath: env.bootstrapPath, bootstrapExec: env.bootstrapExec },
+    {
+      vm,
+      faults: env.faults,
+      bootstrapPath: env.bootstrapPath,
+      bootstrapExec: env.bootstrapExec,
+      readyExec: env.readyExec,
+    },
     command,
     stdin,
   );

@@ -47,6 +47,9 @@ export interface VmRecord {
   nextExecPid: number;
   bootstrapRuns: SimVm["bootstrapRuns"];
   drains: SimVm["drains"];
+  /** When the node the bootstrap joined turns Ready (ms; undefined until a bootstrap exited 0). */
+  joinedAt?: number;
+  readyChecks: SimVm["readyChecks"];
   starts: number;
   stops: number;
 }
@@ -105,6 +108,7 @@ export function newVmRecord(vmid: number, node: string, config: Record<string, C
     nextExecPid: 1000 + (vmid % 1000),
     bootstrapRuns: [],
     drains: [],
+    readyChecks: [],
     starts: 0,
     stops: 0,
   };
@@ -327,6 +331,7 @@ export class ClusterState {
       }),
       bootstrapRuns: vm.bootstrapRuns.map((r) => ({ ...r })),
       drains: vm.drains.map((d) => ({ ...d })),
+      readyChecks: vm.readyChecks.map((c) => ({ ...c })),
       starts: vm.starts,
       stops: vm.stops,
     };

@@ -1,0 +1,204 @@
+// What the lane's tests share: least-privilege tokens made by the real
+// deploy/host-setup/setup-token.sh inside the rig (one identity per mode, so
+// modes never share roles or pools), the provider's flags against the rig,
+// and clean-up of VMs a previous, interrupted run of the lane left behind.
+
+import { atExit, type ProviderProcess, startProvider } from "../harness/mod.ts";
+import { api, exec, REPO, rig, run, runJson } from "./rig.ts";
+import { laneTemplate } from "./template.ts";
+
+export const SETUP = `${REPO}/deploy/host-setup/setup-token.sh`;
+
+export type Mode = "default" | "vlan-tags" | "no-audit-all-vms";
+
+export interface LaneIdentity {
+  mode: Mode;
+  user: string;
+  tokenName: string;
+  tokenId: string;
+  pool: string;
+  prefix: string;
+  /** The setup-token.sh options for this mode. */
+  args: string[];
+  secret: string;
+  tokenFile: string;
+  /** What setup-token.sh printed (stdout) on the run that made the token. */
+  output: string;
+}
+
+const IDS: Record<Mode, { user: string; pool: string; prefix: string; extra: string[] }> = {
+  "default": { user: "bflane@pve", pool: "bflane", prefix: "BFLane", extra: [] },
+  "vlan-tags": {
+    user: "bflane-vlan@pve",
+    pool: "bflane-vlan",
+    prefix: "BFLaneVlan",
+    extra: ["--vlan-tags", "10,20"],
+  },
+  "no-audit-all-vms": {
+    user: "bflane-pool@pve",
+    pool: "bflane-pool",
+    prefix: "BFLanePool",
+    extra: ["--no-audit-all-vms"],
+  },
+};
+
+let dir: string | undefined;
+async function laneDir(): Promise<string> {
+  if (dir === undefined) {
+    const made = dir = await Deno.makeTempDir({ prefix: "bf-realpve-" });
+    atExit(() => Deno.removeSync(made, { recursive: true }));
+  }
+  return dir;
+}
+
+/** setup-token.sh's options for a mode (the rig: one `local` storage, template 9100). */
+export function setupArgs(mode: Mode): string[] {
+  const id = IDS[mode];
+  return [
+    "--user",
+    id.user,
+    "--token-name",
+    "lane",
+    "--pool",
+    id.pool,
+    "--role-prefix",
+    id.prefix,
+    "--templates",
+    "9100",
+    "--storages",
+    "local",
+    ...id.extra,
+  ];
+}
+
+/** Run setup-token.sh in the rig with these options. */
+export function setupToken(args: string[]) {
+  return exec(["sh", SETUP, ...args]);
+}
+
+const made = new Map<Mode, Promise<LaneIdentity>>();
+
+/**
+ * The mode's identity, made by setup-token.sh once per process. The token is
+ * removed first so the script makes it anew and prints its secret (it keeps
+ * an existing token's secret, which is shown only once).
+ */
+export function laneIdentity(mode: Mode): Promise<LaneIdentity> {
+  let p = made.get(mode);
+  if (p === undefined) {
+    p = (async () => {
+      await rig();
+      await laneTemplate();
+      const id = IDS[mode];
+      await exec(["pveum", "user", "token", "remove", id.user, "lane"]);
+      const args = setupArgs(mode);
+      const r = await setupToken(args);
+      if (r.code !== 0) throw new Error(`setup-token.sh ${args.join(" ")}: ${r.stderr}`);
+      const secret = /token secret:\s+(\S+)/.exec(r.stdout)?.[1];
+      if (!secret) throw new Error(`setup-token.sh printed no secret:\n${r.stdout}`);
+      const tokenFile = `${await laneDir()}/${id.pool}.token`;
+      await Deno.writeTextFile(tokenFile, `${secret}\n`, { mode: 0o600 });
+      return {
+        mode,
+        user: id.user,
+        tokenName: "lane",
+        tokenId: `${id.user}!lane`,
+        pool: id.pool,
+        prefix: id.prefix,
+        args,
+        secret,
+        tokenFile,
+        output: r.stdout,
+      };
+    })();
+    made.set(mode, p);
+  }
+  return p;
+}
+
+/** The lane's instance type: other cores and memory than the template's 2 / 256. */
+export const LANE_TYPE = "lane.tiny";
+const CATALOG = JSON.stringify({ [LANE_TYPE]: { vcpu: 1, memory_mib: 320 } });
+
+/** The serving flags for the rig with this identity's token (the compile task's permissions). */
+export async function providerFlags(
+  id: LaneIdentity,
+  o: { provider?: string; seed?: number; extra?: string[] } = {},
+): Promise<string[]> {
+  const r = await rig();
+  const catalog = `${await laneDir()}/catalog.json`;
+  await Deno.writeTextFile(catalog, CATALOG);
+  return [
+    `--provider=${o.provider ?? "lane"}`,
+    `--proxmox-api-url=${r.apiUrl}`,
+    `--proxmox-token-id=${id.tokenId}`,
+    `--proxmox-token-file=${id.tokenFile}`,
+    `--proxmox-ca-file=${r.caFile}`,
+    `--nodes=${r.node}`,
+    `--proxmox-pool=${id.pool}`,
+    "--template-vmid=9100",
+    `--instance-types=${catalog}`,
+    `--seed-count=${o.seed ?? 4}`,
+    "--metrics-addr=",
+    "--reconcile-interval=0",
+    ...(o.extra ?? []),
+  ];
+}
+
+/** A provider process on the rig; its stderr is kept for failure messages. */
+export async function startLaneProvider(
+  id: LaneIdentity,
+  o: { provider?: string; seed?: number; extra?: string[] } = {},
+): Promise<ProviderProcess> {
+  return await startProvider({ args: await providerFlags(id, o), readyTimeoutMs: 60_000 });
+}
+
+/**
+ * Destroy what an interrupted earlier run left in the lane's pools (the
+ * provider's VMs live only there; the rig is shared, nothing else is touched).
+ */
+export async function sweepPools(): Promise<number[]> {
+  const gone: number[] = [];
+  const pools = await api<{ poolid: string }[]>("GET", "/pools");
+  for (const { poolid } of pools) {
+    if (!Object.values(IDS).some((i) => i.pool === poolid)) continue;
+    const p = await api<{ members: { vmid?: number; type: string }[] }>(
+      "GET",
+      `/pools/${poolid}`,
+    );
+    for (const m of p.members ?? []) {
+      if (m.type !== "qemu" || m.vmid === undefined) continue;
+      await exec(["qm", "stop", String(m.vmid), "--skiplock", "1"]);
+      await exec(["qm", "destroy", String(m.vmid), "--purge", "1", "--skiplock", "1"]);
+      gone.push(m.vmid);
+    }
+  }
+  return gone;
+}
+
+/** `qm config` as key → value. */
+export async function qmConfig(vmid: number): Promise<Record<string, string> | null> {
+  const r = await exec(["qm", "config", String(vmid)]);
+  if (r.code !== 0) return null;
+  const out: Record<string, string> = {};
+  for (const line of r.stdout.split("\n")) {
+    const m = /^([a-z0-9_-]+): (.*)$/.exec(line);
+    if (m) out[m[1]] = m[2];
+  }
+  return out;
+}
+
+/** The volumes of a VMID on a storage, as pve-storage lists them (`pvesm list`'s source). */
+export async function volumesOf(vmid: number, storage = "local"): Promise<string[]> {
+  const r = await rig();
+  const list = await runJson<{ volid: string }[]>(
+    "pvesh",
+    "get",
+    `/nodes/${r.node}/storage/${storage}/content`,
+    "--vmid",
+    String(vmid),
+  );
+  return list.map((v) => v.volid);
+}
+
+export { run };
