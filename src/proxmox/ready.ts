@@ -23,8 +23,9 @@ const log = getLogger(["bigfleet", "proxmox"]);
  */
 export const BUILTIN_READY_SCRIPT = [
   "h=http://127.0.0.1:10248/healthz",
+  // busybox wget dies of SIGSEGV with -T (1.35), so timeout(1) bounds it instead.
   "if command -v curl >/dev/null 2>&1; then " +
-  'out=$(curl -fsS -m 5 "$h" 2>&1); else out=$(wget -q -T 5 -O - "$h" 2>&1); fi',
+  'out=$(curl -fsS -m 5 "$h" 2>&1); else out=$(timeout 10 wget -q -O - "$h" 2>&1); fi',
   'if [ "$out" != ok ]; then echo "kubelet healthz $h: ${out:-no answer}"; exit 1; fi',
   "kc=/etc/kubernetes/kubelet.conf",
   "n=$(hostname | tr '[:upper:]' '[:lower:]')",
@@ -103,10 +104,8 @@ export async function waitReady(
       last = `${describeExit(r)}: ${outputOf(r) || "no output"}`;
     } catch (err) {
       if (signal.aborted) throw signal.reason;
-      if (bound.aborted) {
-        last = "the check was still running when the wait ended";
-        break;
-      }
+      // Cut short by the deadline: the last check that finished says more.
+      if (bound.aborted) break;
       if (!isTransient(err) && !/guest agent|got timeout|is not running/i.test(serverTextOf(err))) {
         throw err;
       }

@@ -4,7 +4,7 @@
 // and clean-up of VMs a previous, interrupted run of the lane left behind.
 
 import { atExit, type ProviderProcess, startProvider } from "../harness/mod.ts";
-import { api, exec, REPO, rig, run, runJson } from "./rig.ts";
+import { api, destroyVm, exec, REPO, rig, RigApiError, run, runJson } from "./rig.ts";
 import { laneTemplate } from "./template.ts";
 
 export const SETUP = `${REPO}/deploy/host-setup/setup-token.sh`;
@@ -168,24 +168,23 @@ export async function sweepPools(): Promise<number[]> {
     );
     for (const m of p.members ?? []) {
       if (m.type !== "qemu" || m.vmid === undefined) continue;
-      await exec(["qm", "stop", String(m.vmid), "--skiplock", "1"]);
-      await exec(["qm", "destroy", String(m.vmid), "--purge", "1", "--skiplock", "1"]);
+      await destroyVm(m.vmid);
       gone.push(m.vmid);
     }
   }
   return gone;
 }
 
-/** `qm config` as key → value. */
+/** A VM's config as the API answers it (what `qm config` prints), or null when there is none. */
 export async function qmConfig(vmid: number): Promise<Record<string, string> | null> {
-  const r = await exec(["qm", "config", String(vmid)]);
-  if (r.code !== 0) return null;
-  const out: Record<string, string> = {};
-  for (const line of r.stdout.split("\n")) {
-    const m = /^([a-z0-9_-]+): (.*)$/.exec(line);
-    if (m) out[m[1]] = m[2];
+  const r = await rig();
+  try {
+    const c = await api<Record<string, unknown>>("GET", `/nodes/${r.node}/qemu/${vmid}/config`);
+    return Object.fromEntries(Object.entries(c).map(([k, v]) => [k, String(v)]));
+  } catch (err) {
+    if (err instanceof RigApiError && /does not exist/.test(err.text)) return null;
+    throw err;
   }
-  return out;
 }
 
 /** The volumes of a VMID on a storage, as pve-storage lists them (`pvesm list`'s source). */

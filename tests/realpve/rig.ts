@@ -224,27 +224,43 @@ export async function vmids(): Promise<number[]> {
 
 /** Stop and destroy a VM this lane made, disks included; a VM already gone is fine. */
 export async function destroyVm(vmid: number): Promise<void> {
-  await exec(["qm", "unlock", String(vmid)]);
-  await exec(["qm", "set", String(vmid), "--protection", "0"]);
-  await exec(["qm", "stop", String(vmid), "--skiplock", "1"]);
-  const d = await exec(["qm", "destroy", String(vmid), "--purge", "1", "--skiplock", "1"]);
-  if (d.code !== 0 && !/does not exist/.test(d.stderr)) {
-    throw new Error(`rig: destroy ${vmid}: ${d.stderr.trim()}`);
+  const r = await rig();
+  const path = `/nodes/${r.node}/qemu/${vmid}`;
+  let config: Record<string, unknown>;
+  try {
+    config = await api("GET", `${path}/config`);
+  } catch (err) {
+    if (err instanceof RigApiError && /does not exist/.test(err.text)) return;
+    throw err;
   }
+  if (config.lock) await run("qm", "unlock", String(vmid)); // only root@pam may
+  if (Number(config.protection ?? 0) === 1) await api("PUT", `${path}/config`, { protection: 0 });
+  const st = await api<{ status: string }>("GET", `${path}/status/current`);
+  if (st.status !== "stopped") await waitTask(await api<string>("POST", `${path}/status/stop`));
+  const exit = await waitTask(
+    await api<string>("DELETE", path, { purge: 1, "destroy-unreferenced-disks": 1 }),
+  );
+  if (exit !== "OK") throw new Error(`rig: destroy of ${vmid} ended ${exit}`);
 }
 
-/** Run `qm guest exec` in a VM and return its exit code and output. */
-export async function guestExec(vmid: number, argv: string[]): Promise<Ran> {
-  const r = await exec(["qm", "guest", "exec", String(vmid), "--timeout", "60", "--", ...argv]);
-  if (r.code !== 0 && r.stdout.trim() === "") {
-    throw new Error(`rig: guest exec in ${vmid}: ${r.stderr.trim()}`);
+/** Run argv in a VM's guest through the agent (API, Administrator token); exit code and output. */
+export async function guestExec(vmid: number, argv: string[], timeoutMs = 60_000): Promise<Ran> {
+  const r = await rig();
+  const base = `/nodes/${r.node}/qemu/${vmid}/agent`;
+  const { pid } = await api<{ pid: number }>("POST", `${base}/exec`, { command: argv });
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const st = await api<Record<string, unknown>>("GET", `${base}/exec-status`, { pid });
+    if (st.exited) {
+      return {
+        code: Number(st.exitcode ?? -1),
+        stdout: String(st["out-data"] ?? ""),
+        stderr: String(st["err-data"] ?? ""),
+      };
+    }
+    if (Date.now() > deadline) throw new Error(`guest exec ${argv.join(" ")} in ${vmid}: no exit`);
+    await new Promise((f) => setTimeout(f, 100));
   }
-  const j = JSON.parse(r.stdout) as Record<string, unknown>;
-  return {
-    code: Number(j.exitcode ?? -1),
-    stdout: String(j["out-data"] ?? ""),
-    stderr: String(j["err-data"] ?? ""),
-  };
 }
 
 /** The repository path as the rig sees it (the rig shares the host's file system). */
