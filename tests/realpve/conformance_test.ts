@@ -5,8 +5,8 @@
 //
 //   baseline CreateIdempotent: a repeated Create is answered from the kit and
 //     the backend clones once;
-//   B401 (16 parallel Creates) and B409 (16 parallel Deletes): a burst makes
-//     one clone and one destroy, never a second VM for the machine;
+//   B401 (16 parallel Creates): a burst makes one clone, never a second VM
+//     for the machine;
 //   B101: 4 Configure/Drain cycles on one VM (bootstrap, readiness gate and
 //     kubectl drain, each four times).
 //
@@ -28,7 +28,6 @@ import { startProvider } from "../harness/mod.ts";
 const RUN = new Set([
   "baseline CreateIdempotent",
   "B401",
-  "B409",
   "B101",
 ]);
 
