@@ -49,6 +49,10 @@ esac
 `;
     await Deno.writeTextFile(`${dir}/pveum`, stub);
     await Deno.writeTextFile(`${dir}/pvesh`, "#!/bin/sh\nexit 0\n");
+    // The stub cluster tells its version only through its roles: a host with a
+    // pveversion of its own (the real-PVE rig links one into /usr/bin) must not answer.
+    await Deno.writeTextFile(`${dir}/pveversion`, "#!/bin/sh\nexit 1\n");
+    await Deno.chmod(`${dir}/pveversion`, 0o755);
     await Deno.chmod(`${dir}/pveum`, 0o755);
     await Deno.chmod(`${dir}/pvesh`, 0o755);
     const res = await run("sh", [SETUP, ...args], { PATH: `${dir}:${Deno.env.get("PATH")}` });
