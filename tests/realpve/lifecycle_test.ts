@@ -173,7 +173,7 @@ laneTest(
 );
 
 laneTest(
-  "lifecycle: Drain runs the guest's kubectl drain with the right arguments; Delete removes the VM and its disks",
+  "lifecycle: Drain runs the guest's kubectl drain with the right arguments",
   async () => {
     const hs = await harness();
     const vmid = vmidOf((await hs.get(machine(0))).host?.ref);
@@ -184,6 +184,34 @@ laneTest(
       log.stdout.trim(),
       "drain guest --ignore-daemonsets --delete-emptydir-data --grace-period=30 --timeout=600s",
     );
+  },
+);
+
+laneTest(
+  "guest image: a drain told to hang ends at its --timeout with kubectl's error and a non-zero exit",
+  async () => {
+    const hs = await harness();
+    const vmid = vmidOf((await hs.get(machine(0))).host?.ref);
+    const t0 = Date.now();
+    const r = await guestExec(vmid, [
+      "/bin/sh",
+      "-c",
+      "touch /etc/standin/drain-hang; kubectl drain guest --timeout=3s; s=$?; rm /etc/standin/drain-hang; exit $s",
+    ]);
+    assert.equal(r.code, 1);
+    assert.match(
+      r.stderr,
+      /error: unable to drain node "guest" due to error: global timeout reached: 3s/,
+    );
+    assert.ok(Date.now() - t0 >= 3000, "it waited out the timeout");
+  },
+);
+
+laneTest(
+  "lifecycle: Delete removes the VM and its disks from the storage",
+  async () => {
+    const hs = await harness();
+    const vmid = vmidOf((await hs.get(machine(0))).host?.ref);
     assert.ok((await volumesOf(vmid)).length > 0, "the clone has its disk before Delete");
     await hs.delete(machine(0));
     const gone = await hs.mustReach(machine(0), MachineState.SPECULATIVE, STEP_MS, 100);
