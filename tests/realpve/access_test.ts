@@ -71,7 +71,7 @@ for (const mode of ["default", "vlan-tags", "no-audit-all-vms"] as const) {
   laneTest(
     `setup-token.sh ${mode}: user, PVE 8 roles, pool, ACLs on user and token, privsep token; preflight passes`,
     async () => {
-      const id = await laneIdentity(mode);
+      const id = await laneIdentity(mode, { fresh: true });
       const cfg = await userCfg();
       assert.ok(cfg.users.includes(id.user), `user ${id.user} exists`);
       assert.deepEqual(
