@@ -243,6 +243,28 @@ export const FLAG_TABLE = {
     arg: "ARGV",
     help: "comma-separated command that runs the blob (path appended)",
   },
+  "ready-gate": {
+    kind: "bool",
+    default: true,
+    topic: BOOTSTRAP,
+    help: "hold CONFIGURING until the node is Ready (false: templates without kubelet)",
+  },
+  "ready-exec": {
+    kind: "string",
+    default: "",
+    topic: BOOTSTRAP,
+    arg: "ARGV",
+    none: "built-in",
+    help:
+      "readiness check run in the guest until it exits 0 (comma-separated argv; built-in: kubelet healthz, then node Ready)",
+  },
+  "ready-timeout": {
+    kind: "string",
+    default: "0s",
+    topic: BOOTSTRAP,
+    arg: "DURATION",
+    help: "longest wait for Ready after the hook (0s: until Configure's timeout nears)",
+  },
   "reconcile-interval": {
     kind: "string",
     default: "2m",

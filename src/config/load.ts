@@ -72,6 +72,13 @@ export async function loadConfig(argv: string[], env: LoadEnv = {}): Promise<Con
   const bootstrapPath = f["bootstrap-path"];
   if (bootstrapPath.trim() === "") throw flagError("bootstrap-path", "is empty");
   const bootstrapExec = forFlag("bootstrap-exec", () => parseArgvList(f["bootstrap-exec"]));
+  const readyExec = f["ready-exec"] === ""
+    ? null
+    : forFlag("ready-exec", () => parseArgvList(f["ready-exec"]));
+  const readyTimeoutMs = forFlag("ready-timeout", () => parseTimerDuration(f["ready-timeout"]));
+  if (!f["ready-gate"] && readyExec !== null) {
+    throw flagError("ready-exec", "is set but --ready-gate=false turns the gate off; drop one");
+  }
 
   const backend = chooseBackend(f);
   const proxmox = backend === "proxmox" ? await loadProxmox(f, readFile) : null;
@@ -124,6 +131,7 @@ export async function loadConfig(argv: string[], env: LoadEnv = {}): Promise<Con
     template,
     bootstrapPath,
     bootstrapExec,
+    readyGate: f["ready-gate"] ? { exec: readyExec, timeoutMs: readyTimeoutMs } : null,
     reconcileIntervalMs,
     shutdownTimeoutMs,
     statePath: f.state,

@@ -63,6 +63,14 @@ export interface ProxmoxConfig {
   clonesPerStorage: number;
 }
 
+/** After the bootstrap hook, wait until the node is Ready (docs/configuration.md). */
+export interface ReadyGate {
+  /** The check's argv; null: the built-in kubelet healthz + node Ready check. */
+  exec: string[] | null;
+  /** Longest wait after the hook; 0: until shortly before Configure's timeout. */
+  timeoutMs: number;
+}
+
 export interface TlsConfig {
   certPem: string;
   /** Secret. Never log it. */
@@ -88,6 +96,8 @@ export interface Config {
   template: TemplateSource;
   bootstrapPath: string;
   bootstrapExec: string[];
+  /** null: --ready-gate=false (CONFIGURED as soon as the hook exits 0). */
+  readyGate: ReadyGate | null;
   reconcileIntervalMs: number;
   /** How long a graceful stop waits for running transitions (docs/install.md#upgrades-and-restarts). */
   shutdownTimeoutMs: number;

@@ -22,6 +22,7 @@ import { deleteVm, drainNode, ensureRunning, runBootstrap } from "./lifecycle.ts
 import { hostRefOf, parseHostRef } from "./naming.ts";
 import { locateOwned } from "./ownership.ts";
 import { checkNodes, type NodeCheck } from "./nodes.ts";
+import { readyDeadline, waitReady } from "./ready.ts";
 import { checkOfferingTemplates } from "./templates.ts";
 import { secondsSince } from "./util.ts";
 
@@ -67,6 +68,7 @@ export async function createProxmoxBackend(
     clonesPerStorage: px.clonesPerStorage,
   });
   const drainTimeoutMs = deps.timeouts?.drain ?? DEFAULT_TIMEOUTS.drain;
+  const configureTimeoutMs = deps.timeouts?.configure ?? DEFAULT_TIMEOUTS.configure;
   /** One Create per machine at a time inside this process; a second call joins the first. */
   const creating = new Map<string, Promise<Located>>();
 
@@ -120,9 +122,17 @@ export async function createProxmoxBackend(
     kind: "proxmox",
     create,
     async configure(machine, spec, signal) {
+      const started = Date.now();
       const loc = await locateOwned(ctx, machine, signal);
       await observed("EnsureRunning", () => ensureRunning(ctx, loc.node, loc.vmid, signal));
-      await observed("Configure", () => runBootstrap(ctx, cfg, loc, machine, spec, signal));
+      await observed("Configure", async () => {
+        await runBootstrap(ctx, cfg, loc, machine, spec, signal);
+        // CONFIGURED means the node is Ready, not that the hook exited 0 (BigFleet's contract).
+        const gate = cfg.readyGate;
+        if (gate === null) return;
+        const deadline = readyDeadline(gate, started, configureTimeoutMs, Date.now());
+        await waitReady(ctx, loc, gate, deadline, signal);
+      });
     },
     async drain(machine, graceSeconds, signal) {
       const loc = await locateOwned(ctx, machine, signal);

@@ -26,6 +26,8 @@ export interface Timing {
   /** After a start, the first ping waits this long (at most agentPollMs). */
   agentFirstPollMs: number;
   agentTimeoutMs: number;
+  /** Pause between readiness checks (each is an agent exec; pvedaemon has 3 workers per node). */
+  readyPollMs: number;
   /** Poll interval while waiting for a lock or a state change. */
   settleMs: number;
   requestTimeoutMs: number;
@@ -101,6 +103,7 @@ export const DEFAULT_TIMING: Timing = {
   // A guest up within half a second of its start is found at once; others every agentPollMs.
   agentFirstPollMs: 500,
   agentTimeoutMs: 300_000,
+  readyPollMs: 3000,
   settleMs: 1000,
   requestTimeoutMs: 60_000,
   readAttempts: 4,

@@ -23,6 +23,10 @@ export interface SuiteOptions {
   only?: (b: Behavior) => boolean;
   /** The provider is someone else's (the runner's --target): never stopped here. */
   attached?: boolean;
+  /** Register every test as ignored (a lane that cannot run here says why itself). */
+  ignore?: boolean;
+  /** Runs after each behaviour, pass or fail (a lane on real VMs cleans up and checks there). */
+  after?: (b: Behavior) => Promise<void>;
 }
 
 /** Extension lane order: concurrency, errors, fencing, fieldshape, lifecycle, list, metadata, property. */
@@ -56,6 +60,7 @@ export function defineConformanceSuite(
   for (const b of behaviors) {
     Deno.test({
       name: `[${label}] ${b.id} ${b.title}`,
+      ignore: opts.ignore,
       sanitizeOps: false,
       sanitizeResources: false,
       async fn() {
@@ -67,6 +72,7 @@ export function defineConformanceSuite(
           throw withProviderContext(e, p);
         } finally {
           h.close();
+          await opts.after?.(b);
         }
       },
     });
@@ -75,6 +81,7 @@ export function defineConformanceSuite(
   if (opts.attached) return;
   Deno.test({
     name: `[${label}] stop the provider`,
+    ignore: opts.ignore,
     sanitizeOps: false,
     sanitizeResources: false,
     async fn() {

@@ -67,6 +67,8 @@ export type TraceResult = {
 
 export interface HarnessOptions extends DialOptions {
   seed?: number;
+  /** How long a state change may take (default SETTLE_MS; a real Proxmox clone and boot take longer). */
+  settleMs?: number;
 }
 
 export class Harness {
@@ -172,7 +174,7 @@ export class Harness {
   async mustReach(
     id: string,
     state: number,
-    timeoutMs = SETTLE_MS,
+    timeoutMs = this.opts.settleMs ?? SETTLE_MS,
     pollMs = POLL_MS,
   ): Promise<Machine> {
     const deadline = Date.now() + timeoutMs;
@@ -244,7 +246,11 @@ export class Harness {
   }
 
   /** 1 ms Get trace until one of `until` (or FAILED); the StateTrace helper. */
-  async trace(id: string, until: readonly number[], timeoutMs = SETTLE_MS): Promise<TraceResult> {
+  async trace(
+    id: string,
+    until: readonly number[],
+    timeoutMs = this.opts.settleMs ?? SETTLE_MS,
+  ): Promise<TraceResult> {
     const deadline = Date.now() + timeoutMs;
     const states: number[] = [];
     const snapshots: Machine[] = [];
@@ -288,7 +294,11 @@ export class Harness {
     return await Promise.all(ms.map(async (m, i) => ({
       id: m.id,
       createOp: acks[i].operation_id,
-      machine: await this.mustReach(m.id, MachineState.IDLE, 30_000),
+      machine: await this.mustReach(
+        m.id,
+        MachineState.IDLE,
+        Math.max(30_000, this.opts.settleMs ?? 0),
+      ),
     })));
   }
 

@@ -17,6 +17,7 @@ export interface AgentEnv {
   faults: SimFaults;
   bootstrapPath: string;
   bootstrapExec: string[];
+  readyExec: readonly string[];
 }
 
 /** Whether the VM runs with its agent configured but the agent does not answer (yet). */
@@ -147,7 +148,13 @@ export function exec(env: AgentEnv, vm: VmRecord, command: string[], inputData: 
   }
   const stdin = latin1Bytes(inputData);
   const outcome = runInGuest(
-    { vm, faults: env.faults, bootstrapPath: env.bootstrapPath, bootstrapExec: env.bootstrapExec },
+    {
+      vm,
+      faults: env.faults,
+      bootstrapPath: env.bootstrapPath,
+      bootstrapExec: env.bootstrapExec,
+      readyExec: env.readyExec,
+    },
     command,
     stdin,
   );

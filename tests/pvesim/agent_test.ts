@@ -312,3 +312,28 @@ Deno.test("exec: parameter rules (command required, array, input-data)", async (
     assert.equal(status.status, 400);
   });
 });
+
+Deno.test("scripted guest: the readiness check answers kubelet, then Ready after readyAfterMs, or never", async () => {
+  const ready = ["/usr/bin/node-ready"];
+  await withVm(async (sim, api, base) => {
+    sim.faults.readyAfterMs = 300;
+    const before = await run(api, base, ready);
+    assert.equal(before.exitcode, 1);
+    assert.match(String(before["out-data"]), /^kubelet healthz .*10248\/healthz/);
+    const boot = await api.data("POST", `${base}/agent/file-write`, {
+      json: { file: "/run/bigfleet-bootstrap", content: b64("kubeadm join\n"), encode: 0 },
+    });
+    assert.equal(boot, null);
+    assert.equal((await run(api, base, ["/bin/sh", "/run/bigfleet-bootstrap"])).exitcode, 0);
+    const joined = await run(api, base, ready);
+    assert.equal(joined.exitcode, 1);
+    assert.match(String(joined["out-data"]), /Ready condition .*: False/);
+    await sleep(300);
+    const later = await run(api, base, ready);
+    assert.equal(later.exitcode, 0);
+    sim.faults.readyAfterMs = null;
+    assert.equal((await run(api, base, ready)).exitcode, 1, "never Ready");
+    const vm = sim.vm(Number(base.split("/").at(-1)))!;
+    assert.deepEqual(vm.readyChecks.map((c) => c.ready), [false, false, true, false]);
+  }, { readyExec: ready });
+});

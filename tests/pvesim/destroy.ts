@@ -39,7 +39,7 @@ export function offlineStorages(core: SimCore): string[] {
 }
 
 export interface DestroyedDisks {
-  /** Warnings PVE counts (volumes already gone): the task's `WARNINGS: n`. */
+  /** Warnings the task counts (`log_warn`): its `WARNINGS: n`. Nothing here counts today. */
   warnings: number;
   /** Lines the worker printed. */
   log: string[];
@@ -59,7 +59,11 @@ export function destroyDisks(
   const out: DestroyedDisks = { warnings: 0, log: [] };
   for (const volid of ownedVolumes(vm)) {
     if (done.has(volid)) {
-      out.warnings++;
+      // Freed by an earlier attempt. The storage plugin only warns (pve-storage
+      // Plugin.pm free_image: `disk image '<path>' does not exist`, a plain Perl
+      // warn the task does not count), so the task still ends OK. The real node
+      // prints the image's path; the simulator has none and names the volume.
+      out.log.push(`disk image '${volid}' does not exist`);
       continue;
     }
     const error = takeVolumeFailure(core.faults, volid);

@@ -20,6 +20,7 @@ export function defaultFaults(auditHidden: boolean): SimFaults {
     drainExitCode: 0,
     drainStderr: "",
     drainDelayMs: 0,
+    readyAfterMs: 0,
     unauthorized: false,
     forbidden: false,
     auditHidden,

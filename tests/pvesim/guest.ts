@@ -11,7 +11,7 @@ export interface GuestOutcome {
   signal?: number;
   stdout: Uint8Array;
   stderr: Uint8Array;
-  kind: "bootstrap" | "drain" | "shell" | "custom";
+  kind: "bootstrap" | "drain" | "shell" | "custom" | "ready";
   extraMs: number;
 }
 
@@ -20,6 +20,7 @@ export interface GuestEnv {
   faults: SimFaults;
   bootstrapPath: string;
   bootstrapExec: string[];
+  readyExec: readonly string[];
 }
 
 const enc = new TextEncoder();
@@ -275,6 +276,8 @@ class Guest {
       });
       push(io.out, f.bootstrapStdout);
       push(io.err, f.bootstrapStderr);
+      // A join that succeeded: the kubelet starts, the node registers and later turns Ready.
+      if (f.bootstrapExitCode === 0) this.vm.joinedAt = Date.now() + f.bootstrapDelayMs;
       return f.bootstrapExitCode;
     }
     const [cmd0, ...rawArgs] = argv;
@@ -485,6 +488,31 @@ class Guest {
   }
 }
 
+/**
+ * The node's readiness check: kubelet's healthz answers once a bootstrap
+ * joined, the Ready condition turns True faults.readyAfterMs later.
+ */
+function readyCheck(env: GuestEnv): GuestOutcome {
+  const { vm, faults } = env;
+  const after = faults.readyAfterMs;
+  const joined = vm.joinedAt;
+  const ready = joined !== undefined && after !== null && Date.now() >= joined + after;
+  vm.readyChecks.push({ at: Date.now(), ready });
+  const host = String(vm.config.name ?? `vm${vm.vmid}`);
+  const out = ready
+    ? ""
+    : joined === undefined
+    ? "kubelet healthz http://127.0.0.1:10248/healthz: curl: (7) Failed to connect\n"
+    : `node ${host} Ready condition (kubectl --kubeconfig=/etc/kubernetes/kubelet.conf): False\n`;
+  return {
+    exitcode: ready ? 0 : 1,
+    stdout: enc.encode(out),
+    stderr: new Uint8Array(),
+    kind: "ready",
+    extraMs: 0,
+  };
+}
+
 /** Runs an exec `command` (argv, no shell) with stdin bytes in the VM's guest. */
 export function runInGuest(env: GuestEnv, argv: string[], stdin: Uint8Array): GuestOutcome {
   const custom = env.faults.execHandler?.(argv, stdin, env.vm.vmid);
@@ -500,6 +528,8 @@ export function runInGuest(env: GuestEnv, argv: string[], stdin: Uint8Array): Gu
       extraMs: custom.extraMs ?? 0,
     };
   }
+  const r = env.readyExec;
+  if (argv.length === r.length && argv.every((a, i) => a === r[i])) return readyCheck(env);
   const g = new Guest(env);
   const io: Io = { stdin, out: [], err: [] };
   let code: number;

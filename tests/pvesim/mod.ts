@@ -1,6 +1,7 @@
 // Proxmox VE REST API simulator for tests: startSimulator() serves a
 // faithful subset of /api2/json over HTTPS (see README.md).
 
+import { BUILTIN_READY_EXEC } from "../../src/proxmox/ready.ts";
 import { makeTestPki } from "./certs.ts";
 import { defaultFaults } from "./faults.ts";
 import type { Route, SimCore } from "./router.ts";
@@ -114,6 +115,7 @@ export async function startSimulator(opts: SimOptions = {}): Promise<Simulator> 
     daemons: new Map(nodes.map((n) => [n, new WorkerPool(workers)])),
     bootstrapPath: opts.bootstrapPath ?? "/run/bigfleet-bootstrap",
     bootstrapExec: opts.bootstrapExec ?? ["/bin/sh"],
+    readyExec: opts.readyExec ?? BUILTIN_READY_EXEC,
     pveVersion: opts.pveVersion ?? "8.4.1",
   };
 

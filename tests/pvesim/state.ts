@@ -52,6 +52,9 @@ export interface VmRecord {
   nextExecPid: number;
   bootstrapRuns: SimVm["bootstrapRuns"];
   drains: SimVm["drains"];
+  /** When the node the bootstrap joined turns Ready (ms; undefined until a bootstrap exited 0). */
+  joinedAt?: number;
+  readyChecks: SimVm["readyChecks"];
   starts: number;
   stops: number;
 }
@@ -112,6 +115,7 @@ export function newVmRecord(vmid: number, node: string, config: Record<string, C
     nextExecPid: 1000 + (vmid % 1000),
     bootstrapRuns: [],
     drains: [],
+    readyChecks: [],
     starts: 0,
     stops: 0,
   };
@@ -366,6 +370,7 @@ export class ClusterState {
       }),
       bootstrapRuns: vm.bootstrapRuns.map((r) => ({ ...r })),
       drains: vm.drains.map((d) => ({ ...d })),
+      readyChecks: vm.readyChecks.map((c) => ({ ...c })),
       starts: vm.starts,
       stops: vm.stops,
     };

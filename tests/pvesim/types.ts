@@ -109,6 +109,11 @@ export interface SimOptions {
   bootstrapPath?: string;
   /** argv prefix that runs the bootstrap (the path is appended). Default ["/bin/sh"]. */
   bootstrapExec?: string[];
+  /**
+   * The exact argv the guest answers as the node's readiness check (exit 0
+   * once Ready, see faults.readyAfterMs). Default: the provider's built-in check.
+   */
+  readyExec?: string[];
   /** Listen port; 0 (default) picks a free one. */
   port?: number;
   /** Listen address. Default "127.0.0.1". */
@@ -242,6 +247,11 @@ export interface SimFaults {
   drainStderr: string;
   /** Extra drain run time. */
   drainDelayMs: number;
+  /**
+   * How long after a bootstrap run that exited 0 the node turns Ready for the
+   * readiness check (SimOptions.readyExec); null: never. Default 0.
+   */
+  readyAfterMs: number | null;
   /** 401 "Authentication failed!" for everything. */
   unauthorized: boolean;
   /** 403 Permission check failed: true for every path, or a path pattern. */
@@ -311,7 +321,7 @@ export interface SimExec {
   signal?: number;
   stdout: string;
   stderr: string;
-  /** "bootstrap" | "drain" | "shell" | "custom". */
+  /** "bootstrap" | "drain" | "shell" | "custom" | "ready". */
   kind: string;
   /** exec-status already reported exited:1. */
   reported: boolean;
@@ -339,6 +349,8 @@ export interface SimVm {
   execs: SimExec[];
   bootstrapRuns: { path: string; argv: string[]; content: Uint8Array; at: number }[];
   drains: { command: string[]; at: number }[];
+  /** Each run of the readiness check (SimOptions.readyExec): when, and whether it said Ready. */
+  readyChecks: { at: number; ready: boolean }[];
   starts: number;
   stops: number;
 }

@@ -103,6 +103,17 @@ Deno.test("load: other values", async () => {
   assert.equal(c.addr.host, "::1");
 });
 
+Deno.test("load: the readiness gate is on with the built-in check unless told otherwise", async () => {
+  assert.deepEqual((await loadConfig(FAKE)).readyGate, { exec: null, timeoutMs: 0 });
+  const custom = await loadConfig([
+    ...FAKE,
+    "--ready-exec=/usr/local/bin/ready,-q",
+    "--ready-timeout=2m",
+  ]);
+  assert.deepEqual(custom.readyGate, { exec: ["/usr/local/bin/ready", "-q"], timeoutMs: 120_000 });
+  assert.equal((await loadConfig([...FAKE, "--ready-gate=false"])).readyGate, null);
+});
+
 Deno.test("load: bad values name their flag", async () => {
   const cases: [string[], RegExp][] = [
     [["--addr=9000"], /^--addr: missing port/],
@@ -125,6 +136,10 @@ Deno.test("load: bad values name their flag", async () => {
     [["--bootstrap-exec="], /^--bootstrap-exec: is empty/],
     [["--bootstrap-exec=/bin/sh,,x"], /^--bootstrap-exec: empty element/],
     [["--bootstrap-path="], /^--bootstrap-path: is empty/],
+    [["--ready-exec=/bin/sh,,x"], /^--ready-exec: empty element/],
+    [["--ready-gate=false", "--ready-exec=/bin/true"], /^--ready-exec: .*--ready-gate=false/],
+    [["--ready-timeout=5"], /^--ready-timeout: .*missing unit/],
+    [["--ready-gate=maybe"], /^--ready-gate: invalid boolean/],
     [["--provider="], /^--provider: is empty/],
     [["--provider=a/b"], /^--provider: .*"\/"/],
     [["--default-zone="], /^--default-zone: is empty/],
