@@ -15,7 +15,7 @@ import { Code, KitError } from "./errors.ts";
 import { formatMs, withDeadline } from "./deadline.ts";
 import { createFenceTable } from "./fence.ts";
 import type { Token } from "./fence.ts";
-import { createFleet } from "./fleet.ts";
+import { openFleet } from "./fleet.ts";
 import type { FleetView, Selection } from "./fleet.ts";
 import { bootInventory, orphanId, orphanMachine } from "./inventory.ts";
 import { describeChange } from "./capacity.ts";
@@ -125,8 +125,6 @@ export const DEFAULT_TIMEOUTS: Timeouts = {
 };
 
 const MAX_ID_BYTES = 512;
-/** Machines of a new fleet handed to the store per commit wait. */
-const FIRST_WRITE_CHUNK = 1_000;
 const MAX_ERROR_CHARS = 4096;
 const DEFAULT_MAX_METADATA = 8 * 1024 * 1024;
 const utf8 = new TextEncoder();
@@ -140,33 +138,13 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
   // ---- boot: reload, or build the first inventory -------------------------
   const boot = await bootInventory(store, backend, provider, opts.slots);
   const fences = createFenceTable(store, boot.fences);
-  // A restored fleet keeps its records as they are on disk (only the revision
-  // and what boot changed are written); a new one is written whole. All of it
-  // happens in this synchronous step, so the store commits it as one write.
-  const fleet = createFleet(store, boot.restored ? boot.machines : [], boot.rev);
-  if (boot.restored) {
-    store.putRevision(boot.rev);
-    for (const m of boot.updates) fleet.put(m);
-    for (const id of boot.removed) store.deleteMachine(id);
-    await store.durable();
-  } else {
-    // A new fleet may be handed over a chunk at a time, each durable before the
-    // next, so 100,000 encoded records never sit in the store's queue at once
-    // (docs/performance.md); the store keeps it all-or-nothing until sealed.
-    const seal = store.openFirstWrite?.();
-    const chunk = seal ? FIRST_WRITE_CHUNK : Infinity;
-    for (let i = 0; i === 0 || i < boot.machines.length; i += chunk) {
-      for (const m of boot.machines.slice(i, i + chunk)) fleet.put(m);
-      await store.durable();
-    }
-    seal?.();
-    await store.durable();
-  }
+  // Written by the fleet and committed: a new fleet whole, a restored one's changes in one batch.
+  const fleet = await openFleet(store, boot);
   const capacityChange = boot.capacity ? describeChange(boot.capacity) : null;
   log.info("inventory ready: {machines} machines, revision {rev}, state {store}", {
     machines: fleet.size,
-    // Committed by now; reading it also drops the fleet's bookkeeping of the boot's writes.
-    rev: fleet.committed.revision,
+    // Reading the committed view also drops the fleet's bookkeeping of the boot's writes.
+    rev: fleet.committedView.revision,
     store: store.description,
     restored: boot.restored,
     interrupted: boot.interrupted,
@@ -217,14 +195,14 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
     try {
       result = fn();
     } catch (e) {
-      await committed();
+      await awaitCommit();
       throw e;
     }
-    await committed();
+    await awaitCommit();
     return result;
   }
 
-  async function committed(): Promise<void> {
+  async function awaitCommit(): Promise<void> {
     try {
       await store.durable();
     } catch (e) {
@@ -246,15 +224,13 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
       } catch (error) {
         out = { error };
       }
-      const failed = await store.durable().then(() => null, (e) => ({ e }));
-      if (failed === null) {
+      const failed = await store.durable().then(() => false, () => true);
+      if (!failed) {
         if ("value" in out) return out.value;
         throw out.error;
       }
-      // A store that does not count commits has no committed view to fall back on.
-      if (store.committed === undefined) throw commitFailed(failed.e, "retry later");
     }
-    return fn(fleet.committed);
+    return fn(fleet.committedView);
   }
 
   function checkId(id: string, what: string): void {
@@ -374,15 +350,15 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
     const entered = rule.enter ? rule.enter(via, call) : via;
     fleet.put(entered);
     const ms = timeouts[kind];
-    const settled: Promise<void> = withDeadline(
+    const finished: Promise<void> = withDeadline(
       ms,
       `${kind} timed out after ${formatMs(ms)}`,
       (signal) => rule.work(entered, call, opId, signal),
     ).then(
       (patch) => complete(kind, entered.id, opId, patch, null),
       (err) => complete(kind, entered.id, opId, {}, err),
-    ).finally(() => inflight.delete(settled));
-    inflight.add(settled);
+    ).finally(() => inflight.delete(finished));
+    inflight.add(finished);
     return { operationId: opId, machine: entered };
   }
 
