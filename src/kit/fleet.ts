@@ -179,14 +179,14 @@ export function createFleet(
     }
   }
 
-  function select(q: Selection, committed: boolean): MachineRecord[] {
+  function select(q: Selection, fromCommitted: boolean): MachineRecord[] {
     catchUp();
     const since = parseRevision(q.sinceRevision);
     // Cursors are int64; lastMod values are far below 2^53, so Number keeps the order.
     const sinceN = since === null ? -Infinity : Number(since);
     const wanted = q.states.length > 0 ? new Set(q.states) : null;
     const cap = q.maxResults > 0 ? q.maxResults : Infinity;
-    const old = committed && before.size > 0 ? before : null;
+    const old = fromCommitted && before.size > 0 ? before : null;
     const n = records.length;
     if (cap === Infinity && sinceN === -Infinity && !wanted && !old && holes === 0) {
       return records.slice() as MachineRecord[];

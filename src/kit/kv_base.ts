@@ -27,7 +27,7 @@ import { packer, unpacker } from "./record_codec.ts";
 export interface BaseRef {
   id: string;
   pages: number;
-  /** The first overlay generation that applies on top of this base. */
+  /** The first overlay generation that applies on top of this base (on disk as `gen`). */
   gen: number;
   /**
    * The revision the packed state was at. It can be ahead of ["meta", "rev"]

@@ -3,8 +3,8 @@
 // - Changes handed over in one synchronous step (one event-loop task) are one
 //   batch, committed after the task ends; a newer change to a key replaces the
 //   queued one.
-// - Batches commit one at a time, in order. `handed` counts changes handed
-//   over, `committed` how many of them are committed; `durable()` resolves
+// - Batches commit one at a time, in order. `handedCount` counts changes
+//   handed over, `committedCount` how many of them are committed; `durable()` resolves
 //   once everything handed over before the call is committed, and rejects if
 //   the commit holding it failed.
 // - A failed commit puts its batch back under anything queued since (newer
@@ -22,8 +22,8 @@ export interface WriteQueue<T> {
   put(key: string, item: T): void;
   /** The queued change to `key`, if any. */
   queued(key: string): T | undefined;
-  readonly handed: number;
-  readonly committed: number;
+  readonly handedCount: number;
+  readonly committedCount: number;
   /** Why commits fail (null when the last one succeeded). */
   readonly failure: unknown;
   /** Changes still queued. */
@@ -43,7 +43,7 @@ export interface QueueHooks<T> {
 }
 
 interface Waiter {
-  /** Resolved once `committed` reaches this. */
+  /** Resolved once `committedCount` reaches this. */
   upTo: number;
   resolve: () => void;
   reject: (e: unknown) => void;
@@ -126,10 +126,10 @@ export function createWriteQueue<T>(hooks: QueueHooks<T>): WriteQueue<T> {
       flushing ??= flushLoop();
     },
     queued: (key) => pending.get(key),
-    get handed() {
+    get handedCount() {
       return handed;
     },
-    get committed() {
+    get committedCount() {
       return committed;
     },
     get failure() {

@@ -175,10 +175,10 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
   return {
     description: path,
     get handedCount() {
-      return queue.handed;
+      return queue.handedCount;
     },
     get committedCount() {
-      return queue.committed;
+      return queue.committedCount;
     },
     get failure() {
       return queue.failure === null ? null : message(queue.failure);
@@ -193,7 +193,7 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
         handed.fences = state.fences;
         handed.rev = Math.max(rev, packing.base?.rev ?? 0);
         // Changes handed over before (or during) the load are not in what was read.
-        whole = queue.handed === 0;
+        whole = queue.handedCount === 0;
         // Chunks of a write cut short before its batch, or superseded ones not yet deleted.
         await chunks.sweep();
       } catch (e) {
@@ -208,7 +208,7 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
     },
     async writeFirst(state) {
       await recovered();
-      if (written || queue.handed > 0) {
+      if (written || queue.handedCount > 0) {
         throw new Error("state store: a first state is written only to a never-written file");
       }
       for (const m of state.machines) handed.machines.set(m.id, m);

@@ -6,6 +6,7 @@ import { byId, has, keys, machine, reload, withStore } from "./kv_fixtures.ts";
 import { encodeRecord } from "../../src/kit/record_codec.ts";
 import { FULL_DISK, isKey, kvFaults } from "../chaos/faulty_kv.ts";
 import type { KvFaults } from "../chaos/faulty_kv.ts";
+import { waitFor } from "../harness/time.ts";
 
 Deno.test("kv store: empty store loads as null", () =>
   withStore(async (path) => {
@@ -328,9 +329,7 @@ Deno.test("kv store: a failing disk is reported, the change kept and committed o
     assert.ok(s.committedCount < s.handedCount, "b is not committed");
 
     faults.failing = false;
-    const deadline = Date.now() + 10_000;
-    while (s.failure !== null && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-    assert.equal(s.failure, null, "the store recovers when commits succeed again");
+    await waitFor("the store to recover", () => s.failure === null);
     assert.equal(s.committedCount, s.handedCount);
     await s.close();
 
@@ -363,4 +362,46 @@ Deno.test("kv store: a store written before the format marker existed still load
     assert.equal(loaded.rev, 42);
     assert.deepEqual(loaded.machines, [machine("old")]);
     assert.ok(await has(path, ["meta", "format"]), "the marker is added");
+  }));
+
+// ---- Chunked records and recovery.
+
+Deno.test("kv store: a retried chunked record rewrites the same chunks", () =>
+  withStore(async (path) => {
+    assert.ok(await writeBatch(path, [machine("small")], 1));
+    const faults = kvFaults();
+    let refusedOnce = false;
+    // The chunks land; the commit pointing the machine at them fails once.
+    faults.failWhen = (c) => {
+      if (refusedOnce || !c.sets.some((k) => k[0] === "o")) return false;
+      refusedOnce = true;
+      return true;
+    };
+    const s = await openKvStore(path, { wrapKv: faults.wrap });
+    await s.load();
+    const big = machine("big", { lastError: "x".repeat(150_000) });
+    s.putMachine(big);
+    await assert.rejects(s.durable(), new RegExp(FULL_DISK));
+    faults.failing = false;
+    await waitFor("the retry", () => s.committedCount === s.handedCount && s.failure === null);
+    const chunkIds = new Set((await keys(path, ["mc", "big"])).map((k) => k[2]));
+    await s.close();
+    assert.equal(chunkIds.size, 1, "one chunk id across the attempts");
+    assert.deepEqual((await reload(path))!.machines.find((m) => m.id === "big"), big);
+  }));
+
+Deno.test("kv store: after a packing cut short, writes go to the newest generation", () =>
+  withStore(async (path) => {
+    assert.ok(await writeBatch(path, [machine("m/0", { lastError: "v1" })], 1));
+    // As a crash leaves it after a packing sealed generation 0 and a commit
+    // landed in generation 1, before the new base's pointer.
+    const kv = await Deno.openKv(path);
+    await kv.set(["o", 1, "m/0"], { j: encodeRecord(machine("m/0", { lastError: "v2" })) });
+    kv.close();
+    const s = await openKvStore(path);
+    assert.equal((await s.load())!.machines[0].lastError, "v2");
+    s.putMachine(machine("m/0", { lastError: "v3" }));
+    await s.durable();
+    await s.close();
+    assert.equal((await reload(path))!.machines[0].lastError, "v3", "the newer write wins");
   }));
