@@ -457,6 +457,7 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
         clearTimeout(timer);
       }
       closed = true;
+      // A commit that cannot land is the store's to report: its close logs what stays uncommitted.
       await store.durable().catch(() => {});
       await store.close();
     },

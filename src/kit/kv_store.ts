@@ -115,6 +115,7 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
       packing.base = r.base;
       overlay.reset(r.generation, 0);
     })();
+    // The caller gets the error; the next read or commit tries again.
     recovering.catch(() => recovering = null);
     return recovering;
   }
