@@ -6,9 +6,17 @@
 import { fakeProviderArgs, startProvider } from "../harness/mod.ts";
 import { defineConformanceSuite } from "./suite.ts";
 
-defineConformanceSuite("fake", () => startProvider({ args: fakeProviderArgs({ seed: 256 }) }));
+// This repository's provider: behaviours that allow a choice assert the one it made.
+const own = { harness: { ownProvider: true } };
+
+defineConformanceSuite(
+  "fake",
+  () => startProvider({ args: fakeProviderArgs({ seed: 256 }) }),
+  own,
+);
 
 defineConformanceSuite(
   "fake-delay-50ms",
   () => startProvider({ args: fakeProviderArgs({ seed: 256, fakeDelay: "50ms" }) }),
+  own,
 );

@@ -67,6 +67,13 @@ export type TraceResult = {
 
 export interface HarnessOptions extends DialOptions {
   seed?: number;
+  /**
+   * The provider under test is this repository's: where the catalog lets a
+   * provider choose (accept or refuse, show a transitional state or not), a
+   * behaviour asserts the choice this one made (docs/design.md) rather than
+   * either, so a regression fails.
+   */
+  ownProvider?: boolean;
 }
 
 export class Harness {
