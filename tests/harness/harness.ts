@@ -4,6 +4,7 @@
 import assert from "node:assert/strict";
 import { type DialOptions, type Outcome, outcome, ProviderClient } from "./client.ts";
 import { Rng } from "./rand.ts";
+import { sleep } from "./time.ts";
 import { assertOk, bytesEqual } from "./assert.ts";
 import {
   Code,
@@ -24,8 +25,6 @@ export const POLL_MS = 20;
 export const FAN_N = 16;
 export const CONF_BLOB = new TextEncoder().encode("# conformance\n");
 export const FENCED_CLUSTER = "conf-cluster";
-
-export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 let shardCounter = 0;
 

@@ -3,6 +3,7 @@
 // its stdout/stderr in a log file and in memory for failure messages.
 
 import { atExit } from "./teardown.ts";
+import { sleep } from "./time.ts";
 
 export const REPO_ROOT = new URL("../../", import.meta.url).pathname;
 
@@ -89,8 +90,6 @@ export function freePort(): number {
   l.close();
   return port;
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** One TCP connect attempt with a 200 ms cap (the runner's dial timeout). */
 export async function tcpAccepts(port: number, hostname = "127.0.0.1"): Promise<boolean> {
