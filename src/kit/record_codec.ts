@@ -92,13 +92,23 @@ const OP_KINDS = ["create", "configure", "drain", "delete"] as const;
 /** Packs records against one dictionary (one per page). */
 export function packer(): { dictionary: Dictionary; pack(m: MachineRecord): unknown[] } {
   const dictionary: Dictionary = [];
-  const index = new Map<string, number>();
+  const strings = new Map<string, number>();
+  // Maps by identity first: records of one offering share their arrays, so
+  // most lookups need no JSON of the map.
+  const maps = new Map<Pairs, number>();
+  const mapsByJson = new Map<string, number>();
   const ref = (v: string | Pairs) => {
-    const key = typeof v === "string" ? `s${v}` : `p${JSON.stringify(v)}`;
-    let i = index.get(key);
+    if (typeof v === "string") {
+      let i = strings.get(v);
+      if (i === undefined) strings.set(v, i = dictionary.push(v) - 1);
+      return i;
+    }
+    let i = maps.get(v);
     if (i === undefined) {
-      i = dictionary.push(v) - 1;
-      index.set(key, i);
+      const json = JSON.stringify(v);
+      i = mapsByJson.get(json);
+      if (i === undefined) mapsByJson.set(json, i = dictionary.push(v) - 1);
+      maps.set(v, i);
     }
     return i;
   };
