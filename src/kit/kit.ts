@@ -19,7 +19,7 @@ import { openFleet } from "./fleet.ts";
 import type { FleetView, Selection } from "./fleet.ts";
 import { bootInventory, orphanId, orphanMachine } from "./inventory.ts";
 import { describeChange } from "./capacity.ts";
-import { EDGES, State, STATE_NAMES } from "./model.ts";
+import { EDGES, NO_PAIRS, State, STATE_NAMES } from "./model.ts";
 import type { MachineRecord, OpKind, Pairs, Slot } from "./model.ts";
 import type { StateStore } from "./store.ts";
 
@@ -466,5 +466,5 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
 
 /** The record without its cluster binding. */
 function unbound(m: MachineRecord): MachineRecord {
-  return { ...m, cluster: "", shardMetadata: [] };
+  return { ...m, cluster: "", shardMetadata: NO_PAIRS };
 }
