@@ -33,10 +33,10 @@ export type Change =
   | { t: "fence"; e: FenceEntry }
   | { t: "rev"; rev: number };
 
-/** The write queue's key of a change: one per machine, fence mark, and the revision. */
-export const machineSlot = (id: string) => `m\0${id}`;
-export const fenceSlot = (f: FenceEntry) => `f\0${fenceKey(f.shardId, f.machineId)}`;
-export const REV_SLOT = "rev";
+/** A change's key in the write queue: one per machine, per fence mark, and one for the revision. */
+export const machineChangeKey = (id: string) => `m\0${id}`;
+export const fenceChangeKey = (f: FenceEntry) => `f\0${fenceKey(f.shardId, f.machineId)}`;
+export const REV_CHANGE_KEY = "rev";
 
 /** The whole state, keyed for applying changes in order. */
 export interface StateMaps {
@@ -182,8 +182,8 @@ export interface OverlayCount {
   readonly keys: number;
   /** Recovery and load: where writes go, and how many keys were read. */
   reset(generation: number, keys: number): void;
-  /** After a commit: the batch's queue keys are written in the current generation. */
-  wrote(slots: Iterable<string>): void;
+  /** After a commit: the batch's change keys are written in the current generation. */
+  wrote(keys: Iterable<string>): void;
   /** Packing starts: writes move to a new generation; returns it and the sealed key count. */
   seal(): { generation: number; sealed: number };
   /** The packing failed: the sealed keys are still read on top of the base. */
@@ -206,10 +206,10 @@ export function createOverlayCount(): OverlayCount {
       keys = k;
       written = new Set();
     },
-    wrote(slots) {
-      for (const s of slots) {
-        if (s !== REV_SLOT && !written.has(s)) {
-          written.add(s);
+    wrote(changed) {
+      for (const k of changed) {
+        if (k !== REV_CHANGE_KEY && !written.has(k)) {
+          written.add(k);
           keys++;
         }
       }

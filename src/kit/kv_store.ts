@@ -26,12 +26,12 @@ import { FORMAT_BASE, FORMAT_KEY, REV_KEY } from "./kv_layout.ts";
 import { readPerRecordKeys } from "./kv_legacy.ts";
 import {
   createOverlayCount,
-  fenceSlot,
-  machineSlot,
+  fenceChangeKey,
+  machineChangeKey,
   overlayWrite,
   putFenceIn,
   readOverlay,
-  REV_SLOT,
+  REV_CHANGE_KEY,
 } from "./kv_overlay.ts";
 import type { Change, StateMaps } from "./kv_overlay.ts";
 import { createPacking } from "./kv_pack.ts";
@@ -219,19 +219,19 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
     },
     putMachine(m) {
       handed.machines.set(m.id, m);
-      queue.put(machineSlot(m.id), { t: "machine", m });
+      queue.put(machineChangeKey(m.id), { t: "machine", m });
     },
     deleteMachine(id) {
       handed.machines.delete(id);
-      queue.put(machineSlot(id), { t: "delete", id });
+      queue.put(machineChangeKey(id), { t: "delete", id });
     },
     putFence(e) {
       putFenceIn(handed, e);
-      queue.put(fenceSlot(e), { t: "fence", e });
+      queue.put(fenceChangeKey(e), { t: "fence", e });
     },
     putRevision(rev) {
       handed.rev = rev;
-      queue.put(REV_SLOT, { t: "rev", rev });
+      queue.put(REV_CHANGE_KEY, { t: "rev", rev });
     },
     durable: () => queue.durable(),
     async close(): Promise<void> {
