@@ -17,7 +17,7 @@
 // Latency does not: every row records the load average it ran under.
 
 import { loadavg } from "node:os";
-import { fakeProviderArgs, startProvider } from "../tests/harness/mod.ts";
+import { fakeProviderArgs, sleep, startProvider } from "../tests/harness/mod.ts";
 import type { ProviderProcess } from "../tests/harness/mod.ts";
 import { cpuMs, MIB, peakRssBytes, resetPeak, rssBytes } from "../tests/harness/proc_status.ts";
 import { RawClient, readAck, readList, readMachine } from "../tests/harness/raw_client.ts";
@@ -45,7 +45,6 @@ const IDLE_MS = QUICK ? 3_000 : 22_000;
 const RESULTS_JSON = new URL("./results/fleet_scale.json", import.meta.url);
 const RESULTS_MD = new URL("./RESULTS.md", import.meta.url);
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const mib = (bytes: number) => Math.round(bytes / MIB);
 
 function boot(seed: number, state: string): Promise<ProviderProcess> {

@@ -11,7 +11,7 @@
 // The result is applied by the kit in one synchronous step, so the state
 // store commits it as one logical write (docs/design.md#capacity-changes-and-boot).
 
-import { ON_DEMAND, State } from "./model.ts";
+import { NO_OPS, NO_PAIRS, ON_DEMAND, State } from "./model.ts";
 import type { MachineRecord, Pairs, Slot } from "./model.ts";
 
 export interface CapacityChange {
@@ -45,9 +45,9 @@ export function slotMachine(slot: Slot): MachineRecord {
     allocatable: slot.allocatable,
     labels: slot.labels,
     cluster: "",
-    shardMetadata: [],
+    shardMetadata: NO_PAIRS,
     lastError: "",
-    ops: {},
+    ops: NO_OPS,
     orphan: false,
   };
 }

@@ -2,12 +2,17 @@
 // revision, and each machine's last-change revision for the List cursor
 // (docs/design.md#list-and-the-cursor). Every change goes to the state store in the same synchronous step.
 //
-// Besides the latest state, the fleet keeps the committed one: for each
+// Besides the latest state, the fleet keeps the committed view: for each
 // machine with a change the store has not committed yet, the record (and
 // last-change revision) as last committed. Reads answer from it while the
 // store cannot commit, so they never show a change a crash could still undo
 // (src/kit/kit.ts). It costs an entry per change in flight, dropped as commits land.
+//
+// The fleet is the one writer of machines and the revision, boot included
+// (`openFleet`): a new fleet is the store's first state, written whole; a
+// restored one writes what boot changed through the same put/remove as a call.
 
+import type { BootInventory } from "./inventory.ts";
 import type { MachineRecord } from "./model.ts";
 import { parseRevision } from "./revision.ts";
 import type { StateStore } from "./store.ts";
@@ -36,15 +41,18 @@ export interface Fleet extends FleetView {
   put(m: MachineRecord): void;
   /** Drop a record for good (a deleted orphan), bump the revision, persist. */
   remove(id: string): void;
+  /** Persist the revision itself, no machine changed (a restart moved it). */
+  writeRevision(): void;
   /** The fleet as committed: what a restart right now would load. */
-  readonly committed: FleetView;
+  readonly committedView: FleetView;
 }
 
 /** One change the store may not have committed yet, and the state it leads to. */
-interface Change {
-  /** Committed once the store's `committed` count reaches this. */
+interface Uncommitted {
+  /** Committed once the store's committedCount reaches this. */
   upTo: number;
-  id: string;
+  /** The machine changed; null for the revision alone. */
+  id: string | null;
   rec: MachineRecord | undefined;
   mod: number | undefined;
   rev: number;
@@ -55,6 +63,29 @@ interface Before {
   rec: MachineRecord | undefined;
   mod: number | undefined;
   inFlight: number;
+}
+
+/**
+ * The fleet boot starts from, written: a new fleet as the store's first
+ * state; a restored one with the restart's revision, its removals and its
+ * updates (interrupted transitions, capacity changes), committed before this
+ * resolves.
+ */
+export async function openFleet(
+  store: StateStore,
+  boot: BootInventory,
+  onChange?: (before: MachineRecord | undefined, after: MachineRecord | undefined) => void,
+): Promise<Fleet> {
+  const fleet = createFleet(store, boot.machines, boot.rev, onChange);
+  if (!boot.restored) {
+    await store.writeFirst({ machines: boot.machines, fences: boot.fences, rev: boot.rev });
+    return fleet;
+  }
+  fleet.writeRevision();
+  for (const id of boot.removed) fleet.remove(id);
+  for (const m of boot.updates) fleet.put(m);
+  await store.durable();
+  return fleet;
 }
 
 /**
@@ -72,21 +103,22 @@ export function createFleet(
   // Parallel arrays in a stable order, and each id's position: a full List
   // walks arrays instead of doing hash lookups per machine, and a machine
   // costs one map entry. A removed machine leaves a hole (no record) until its
-  // removal is committed, so the committed view can still list it; the hole is
-  // closed then. Capped Lists start where the previous one stopped (the rotor).
+  // removal is committed, so the committed view can still list it; holes are
+  // closed then, all in one pass. Capped Lists start where the previous one
+  // stopped (the rotor).
   const records: (MachineRecord | undefined)[] = [...initial];
   const ids: string[] = initial.map((m) => m.id);
   /** Revision at which each machine last changed (never 0, so cursor "0" sees everything). */
   const lastMod: number[] = new Array(records.length).fill(rev);
   const index = new Map<string, number>();
   for (let i = 0; i < ids.length; i++) index.set(ids[i], i);
-  let live = records.length;
+  let present = records.length;
   if (onChange) { for (const m of initial) onChange(undefined, m); }
   let holes = 0;
   let rotor = 0;
 
   /** Changes in the order they were handed to the store; `head` is the oldest not known committed. */
-  const changes: Change[] = [];
+  const changes: Uncommitted[] = [];
   let head = 0;
   const before = new Map<string, Before>();
   let committedRev = rev;
@@ -102,27 +134,40 @@ export function createFleet(
     if (b) b.inFlight++;
     else before.set(id, { rec: prev, mod: prevMod, inFlight: 1 });
     const [rec, mod] = latest(id);
-    changes.push({ upTo: store.handed ?? 0, id, rec, mod, rev });
+    changes.push({ upTo: store.handedCount, id, rec, mod, rev });
   }
 
-  /** Closes the hole a committed removal left. */
-  function close(i: number): void {
-    index.delete(ids[i]);
-    records.splice(i, 1);
-    ids.splice(i, 1);
-    lastMod.splice(i, 1);
-    for (let j = i; j < ids.length; j++) index.set(ids[j], j);
-    holes--;
-    if (rotor > i) rotor--;
+  /** Closes the holes of committed removals (`gone`, by position), shifting the rest down once. */
+  function closeHoles(gone: Set<number>): void {
+    let to = 0;
+    let rotorTo = rotor;
+    for (let from = 0; from < records.length; from++) {
+      if (gone.has(from)) {
+        index.delete(ids[from]);
+        if (from < rotor) rotorTo--;
+        continue;
+      }
+      if (to !== from) {
+        records[to] = records[from];
+        ids[to] = ids[from];
+        lastMod[to] = lastMod[from];
+        index.set(ids[to], to);
+      }
+      to++;
+    }
+    records.length = ids.length = lastMod.length = to;
+    holes -= gone.size;
+    rotor = rotorTo;
   }
 
-  /** Drops what the store has committed since the last look. */
-  function settle(): void {
-    // A store that does not count commits is taken as committing everything at once.
-    const done = store.committed ?? Infinity;
+  /** Drops the bookkeeping of what the store has committed since the last look. */
+  function catchUp(): void {
+    const done = store.committedCount;
+    let gone: Set<number> | null = null;
     while (head < changes.length && changes[head].upTo <= done) {
       const c = changes[head++];
       committedRev = c.rev;
+      if (c.id === null) continue;
       const b = before.get(c.id)!;
       if (--b.inFlight > 0) {
         b.rec = c.rec;
@@ -131,8 +176,9 @@ export function createFleet(
       }
       before.delete(c.id);
       const i = index.get(c.id);
-      if (i !== undefined && records[i] === undefined) close(i);
+      if (i !== undefined && records[i] === undefined) (gone ??= new Set()).add(i);
     }
+    if (gone) closeHoles(gone);
     if (head === changes.length) {
       changes.length = 0;
       head = 0;
@@ -142,14 +188,14 @@ export function createFleet(
     }
   }
 
-  function select(q: Selection, committed: boolean): MachineRecord[] {
-    settle();
+  function select(q: Selection, fromCommitted: boolean): MachineRecord[] {
+    catchUp();
     const since = parseRevision(q.sinceRevision);
     // Cursors are int64; lastMod values are far below 2^53, so Number keeps the order.
     const sinceN = since === null ? -Infinity : Number(since);
     const wanted = q.states.length > 0 ? new Set(q.states) : null;
     const cap = q.maxResults > 0 ? q.maxResults : Infinity;
-    const old = committed && before.size > 0 ? before : null;
+    const old = fromCommitted && before.size > 0 ? before : null;
     const n = records.length;
     if (cap === Infinity && sinceN === -Infinity && !wanted && !old && holes === 0) {
       return records.slice() as MachineRecord[];
@@ -183,11 +229,11 @@ export function createFleet(
 
   const committedView: FleetView = {
     get revision() {
-      settle();
+      catchUp();
       return committedRev;
     },
     get(id) {
-      settle();
+      catchUp();
       const b = before.get(id);
       return b ? b.rec : get(id);
     },
@@ -196,7 +242,7 @@ export function createFleet(
 
   return {
     get size() {
-      return live;
+      return present;
     },
     get revision() {
       return rev;
@@ -204,7 +250,7 @@ export function createFleet(
     get,
     modifiedAt: (id) => latest(id)[1],
     put(m) {
-      settle();
+      catchUp();
       const [prev, prevMod] = latest(m.id);
       let i = index.get(m.id);
       if (i === undefined) {
@@ -214,7 +260,7 @@ export function createFleet(
       } else if (!prev) {
         holes--;
       }
-      if (!prev) live++;
+      if (!prev) present++;
       records[i] = m;
       onChange?.(prev, m);
       lastMod[i] = ++rev;
@@ -223,19 +269,24 @@ export function createFleet(
       track(m.id, prev, prevMod);
     },
     remove(id) {
-      settle();
+      catchUp();
       const [prev, prevMod] = latest(id);
       if (!prev) return;
       records[index.get(id)!] = undefined;
       onChange?.(prev, undefined);
       holes++;
-      live--;
+      present--;
       rev++;
       store.deleteMachine(id);
       store.putRevision(rev);
       track(id, prev, prevMod);
     },
+    writeRevision() {
+      catchUp();
+      store.putRevision(rev);
+      changes.push({ upTo: store.handedCount, id: null, rec: undefined, mod: undefined, rev });
+    },
     select: (q) => select(q, false),
-    committed: committedView,
+    committedView,
   };
 }

@@ -61,7 +61,7 @@ export interface BootInventory {
   machines: MachineRecord[];
   /** Records to write on top (interrupted transitions, capacity changes); empty for a new fleet. */
   updates: MachineRecord[];
-  /** Stored ids to drop (SPECULATIVE machines whose slot is gone). */
+  /** Ids among `machines` to drop (SPECULATIVE machines whose slot is gone). */
   removed: string[];
   /** Loaded machines whose transition the restart cut short, now FAILED. */
   interrupted: number;
@@ -106,11 +106,8 @@ export async function bootInventory(
     const interrupted = updates.size;
     const capacity = planCapacityChange(current, slots);
     for (const m of capacity.put) updates.set(m.id, m);
-    const removed = new Set(capacity.remove);
     return {
-      machines: removed.size > 0
-        ? saved.machines.filter((m) => !removed.has(m.id))
-        : saved.machines,
+      machines: saved.machines,
       updates: [...updates.values()],
       removed: capacity.remove,
       interrupted,

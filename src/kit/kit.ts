@@ -15,11 +15,11 @@ import { Code, KitError } from "./errors.ts";
 import { formatMs, withDeadline } from "./deadline.ts";
 import { createFenceTable } from "./fence.ts";
 import type { Token } from "./fence.ts";
-import { createFleet } from "./fleet.ts";
+import { openFleet } from "./fleet.ts";
 import type { FleetView, Selection } from "./fleet.ts";
 import { bootInventory, planReconcile } from "./inventory.ts";
 import { describeChange } from "./capacity.ts";
-import { EDGES, State, STATE_NAMES } from "./model.ts";
+import { EDGES, NO_PAIRS, State, STATE_NAMES } from "./model.ts";
 import type { MachineRecord, OpKind, Pairs, Slot } from "./model.ts";
 import type { StateStore } from "./store.ts";
 import { createTransitionLog, type KitObserver } from "./transitions.ts";
@@ -191,8 +191,6 @@ export const DEFAULT_TIMEOUTS: Timeouts = {
 const MAX_ID_BYTES = 512;
 /** Bound of an adoption's inspection (a destroy has the Delete timeout). */
 const ADOPT_MS = 2 * 60_000;
-/** Machines of a new fleet handed to the store per commit wait. */
-const FIRST_WRITE_CHUNK = 1_000;
 const MAX_ERROR_CHARS = 4096;
 const DEFAULT_MAX_METADATA = 8 * 1024 * 1024;
 const utf8 = new TextEncoder();
@@ -206,39 +204,14 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
   // ---- boot: reload, or build the first inventory -------------------------
   const boot = await bootInventory(store, backend, provider, opts.slots);
   const fences = createFenceTable(store, boot.fences);
-  // A restored fleet keeps its records as they are on disk (only the revision
-  // and what boot changed are written); a new one is written whole. All of it
-  // happens in this synchronous step, so the store commits it as one write.
-  const fleet = createFleet(
-    store,
-    boot.restored ? boot.machines : [],
-    boot.rev,
-    opts.observer?.machineChanged,
-  );
+  // Written by the fleet and committed: a new fleet whole, a restored one's changes in one batch.
+  const fleet = await openFleet(store, boot, opts.observer?.machineChanged);
   const transitions = createTransitionLog(opts.observer);
-  if (boot.restored) {
-    store.putRevision(boot.rev);
-    for (const m of boot.updates) fleet.put(m);
-    for (const id of boot.removed) store.deleteMachine(id);
-    await store.durable();
-  } else {
-    // A new fleet may be handed over a chunk at a time, each durable before the
-    // next, so 100,000 encoded records never sit in the store's queue at once
-    // (docs/performance.md); the store keeps it all-or-nothing until sealed.
-    const seal = store.openFirstWrite?.();
-    const chunk = seal ? FIRST_WRITE_CHUNK : Infinity;
-    for (let i = 0; i === 0 || i < boot.machines.length; i += chunk) {
-      for (const m of boot.machines.slice(i, i + chunk)) fleet.put(m);
-      await store.durable();
-    }
-    seal?.();
-    await store.durable();
-  }
   const capacityChange = boot.capacity ? describeChange(boot.capacity) : null;
   log.info("inventory ready: {machines} machines, revision {rev}, state {store}", {
     machines: fleet.size,
-    // Committed by now; reading it also drops the fleet's bookkeeping of the boot's writes.
-    rev: fleet.committed.revision,
+    // Reading the committed view also drops the fleet's bookkeeping of the boot's writes.
+    rev: fleet.committedView.revision,
     store: store.description,
     restored: boot.restored,
     interrupted: boot.interrupted,
@@ -292,10 +265,10 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
     try {
       result = fn();
     } catch (e) {
-      await committed();
+      await awaitCommit();
       throw e;
     }
-    await committed();
+    await awaitCommit();
     return result;
   }
 
@@ -308,7 +281,7 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
     }
   }
 
-  async function committed(): Promise<void> {
+  async function awaitCommit(): Promise<void> {
     try {
       await store.durable();
     } catch (e) {
@@ -330,15 +303,13 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
       } catch (error) {
         out = { error };
       }
-      const failed = await store.durable().then(() => null, (e) => ({ e }));
-      if (failed === null) {
+      const failed = await store.durable().then(() => false, () => true);
+      if (!failed) {
         if ("value" in out) return out.value;
         throw out.error;
       }
-      // A store that does not count commits has no committed view to fall back on.
-      if (store.committed === undefined) throw commitFailed(failed.e, "retry later");
     }
-    return fn(fleet.committed);
+    return fn(fleet.committedView);
   }
 
   function checkId(id: string, what: string): void {
@@ -459,15 +430,15 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
     fleet.put(entered);
     transitions.started(kind, entered, opId, call.token);
     const ms = timeouts[kind];
-    const settled: Promise<void> = withDeadline(
+    const finished: Promise<void> = withDeadline(
       ms,
       `${kind} timed out after ${formatMs(ms)}`,
       (signal) => rule.work(entered, call, opId, signal),
     ).then(
       (patch) => complete(kind, entered.id, opId, patch, null),
       (err) => complete(kind, entered.id, opId, {}, err),
-    ).finally(() => inflight.delete(settled));
-    inflight.set(settled, entered.id);
+    ).finally(() => inflight.delete(finished));
+    inflight.set(finished, entered.id);
     return { operationId: opId, machine: entered };
   }
 
@@ -548,11 +519,11 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
       (signal) => recoverWork(before, call, signal),
     ).finally(() => {
       recovering.delete(id);
-      inflight.delete(settled);
+      inflight.delete(finished);
     });
     // A graceful stop waits for it like for a transition.
-    const settled = work.then(() => {}, () => {});
-    inflight.set(settled, id);
+    const finished = work.then(() => {}, () => {});
+    inflight.set(finished, id);
     return await work;
   }
 
@@ -616,7 +587,7 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
       hostRef: host?.hostRef ?? before.hostRef,
       to: after ? STATE_NAMES[after.state] : "removed",
     });
-    await committed();
+    await awaitCommit();
     return { plan, host, before, after, applied: true };
   }
 
@@ -632,19 +603,8 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
     const machines = fleet.select({ states: [], maxResults: 0 });
     const marks = fences.entries();
     const revision = fleet.revision;
-    // Handed over a chunk at a time, each durable before the next, like a new fleet.
-    const seal = target.openFirstWrite?.();
-    for (let i = 0; i < machines.length; i += FIRST_WRITE_CHUNK) {
-      for (const m of machines.slice(i, i + FIRST_WRITE_CHUNK)) target.putMachine(m);
-      await target.durable();
-    }
-    for (let i = 0; i < marks.length; i += FIRST_WRITE_CHUNK) {
-      for (const f of marks.slice(i, i + FIRST_WRITE_CHUNK)) target.putFence(f);
-      await target.durable();
-    }
-    target.putRevision(revision);
-    seal?.();
-    await target.durable();
+    // Written as a new store's first state: all or nothing, like a new fleet.
+    await target.writeFirst({ machines, fences: marks, rev: revision });
     return { machines: machines.length, fences: marks.length, revision };
   }
 
@@ -748,6 +708,7 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
       }
       finishing = true;
       closed = true;
+      // A commit that cannot land is the store's to report: its close logs what stays uncommitted.
       await store.durable().catch(() => {});
       await store.close();
     },
@@ -756,5 +717,5 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
 
 /** The record without its cluster binding. */
 function unbound(m: MachineRecord): MachineRecord {
-  return { ...m, cluster: "", shardMetadata: [] };
+  return { ...m, cluster: "", shardMetadata: NO_PAIRS };
 }

@@ -1,15 +1,24 @@
-// Packed snapshots ("bases") of the whole state for the Deno KV store
-// (docs/design.md#the-state-store). Deno KV pays ~9 µs per entry a list
-// returns whatever its size, so a fleet kept as one key per record takes
-// ~180 ms to read per 20,000 machines; the same records packed ~60 KB to a
-// value read in a few ms. A base is a sequence of pages stored under
-// ["b", <base id>, page, chunk] in values of at most CHUNK_BYTES. A page is
-// the JSON object {"d": dictionary, "m": machines, "f": fences}: machine
-// records in the packed form of src/kit/record_codec.ts (positional, repeated
-// values as dictionary indexes), fence marks as [shard, machine, epoch, seq]
-// with the numbers as decimal strings.
+// Packed snapshots ("bases") of the whole state. Deno KV pays ~9 µs per entry
+// a list returns whatever its size, so a fleet kept as one key per record
+// takes ~180 ms to read per 20,000 machines; the same records packed ~60 KB
+// to a value read in a few ms. Its rules:
+//
+// - A base is a sequence of pages under ["b", base id, page, n], each page
+//   cut into values of at most VALUE_MAX_BYTES. A page is the JSON object
+//   {"d": dictionary, "m": machines, "f": fences}: records in the packed form
+//   of src/kit/record_codec.ts, fence marks as [shard, machine, epoch, seq]
+//   with the numbers as decimal strings.
+// - A base is written under a fresh id beside whatever is in use, in commits
+//   of ~BASE_COMMIT_BYTES (so lifecycle commits do not queue long behind
+//   it); the last commit sets ["meta", "base"] to its BaseRef together with
+//   the caller's tail. Until then nothing reads it, so a write cut short
+//   leaves only pages of an id nothing points at.
+// - A load reads the base the pointer names and checks its page count.
 
 import { Buffer } from "node:buffer";
+import { commitAll, mutation, slices } from "./kv_commit.ts";
+import type { Mutation } from "./kv_commit.ts";
+import { BASE_KEY, baseKey } from "./kv_layout.ts";
 import type { FenceEntry } from "./store.ts";
 import type { MachineRecord } from "./model.ts";
 import { packer, unpacker } from "./record_codec.ts";
@@ -18,7 +27,7 @@ import { packer, unpacker } from "./record_codec.ts";
 export interface BaseRef {
   id: string;
   pages: number;
-  /** The first overlay generation that applies on top of this base. */
+  /** The first overlay generation that applies on top of this base (on disk as `gen`). */
   gen: number;
   /**
    * The revision the packed state was at. It can be ahead of ["meta", "rev"]
@@ -30,19 +39,47 @@ export interface BaseRef {
 
 /** Records, then fence marks, per page: ~35 KB of JSON for typical records. */
 const PAGE_ENTRIES = 300;
-/** A KV value holds 64 KiB; a page over this many bytes spans several values. */
-export const CHUNK_BYTES = 60_000;
+/** Base pages per commit: small commits keep lifecycle commits from queueing long behind them. */
+const BASE_COMMIT_BYTES = 130_000;
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
 
-export const baseKey = (id: string): Deno.KvKey => ["b", id];
+/**
+ * Writes `machines` and `fences` as base `id`, then points the file at it in
+ * one commit with `tail`. Resolves to the new base's ref.
+ */
+export async function writeBase(
+  kv: Deno.Kv,
+  at: Omit<BaseRef, "pages">,
+  machines: readonly MachineRecord[],
+  fences: readonly FenceEntry[],
+  tail: Mutation[],
+): Promise<BaseRef> {
+  const ref: BaseRef = { ...at, pages: 0 };
+  let batch: Mutation[] = [];
+  let bytes = 0;
+  for (const page of packBase(machines, fences)) {
+    page.forEach((value, n) => {
+      batch.push(mutation([...baseKey(ref.id), ref.pages, n], value));
+      bytes += value.length;
+    });
+    ref.pages++;
+    if (bytes >= BASE_COMMIT_BYTES) {
+      await commitAll(kv, batch);
+      batch = [];
+      bytes = 0;
+    }
+  }
+  await commitAll(kv, batch, [mutation(BASE_KEY, ref), ...tail]);
+  return ref;
+}
 
 /**
  * The base's pages in order, each as its KV values. A generator, so a caller
  * can commit a few pages at a time and yield the event loop between them.
  */
-export function* packBase(
+function* packBase(
   machines: readonly MachineRecord[],
   fences: readonly FenceEntry[],
 ): Generator<Uint8Array[]> {
@@ -64,15 +101,6 @@ export function* packBase(
 
 function chunked(page: unknown): Uint8Array[] {
   return slices(enc.encode(JSON.stringify(page)));
-}
-
-/** `bytes` cut into KV values of at most CHUNK_BYTES (views, not copies). */
-export function slices(bytes: Uint8Array): Uint8Array[] {
-  const out: Uint8Array[] = [];
-  for (let off = 0; off < bytes.length; off += CHUNK_BYTES) {
-    out.push(bytes.subarray(off, off + CHUNK_BYTES));
-  }
-  return out;
 }
 
 /** Reads base `ref` page by page, handing each decoded entry over. */

@@ -9,7 +9,7 @@
 // built from the same offering do; a fleet of all-different values decodes
 // the same, only unshared.
 
-import { State } from "./model.ts";
+import { NO_OPS, NO_PAIRS, State } from "./model.ts";
 import type { MachineRecord, OpKind, Pairs } from "./model.ts";
 
 const enc = new TextEncoder();
@@ -92,13 +92,23 @@ const OP_KINDS = ["create", "configure", "drain", "delete"] as const;
 /** Packs records against one dictionary (one per page). */
 export function packer(): { dictionary: Dictionary; pack(m: MachineRecord): unknown[] } {
   const dictionary: Dictionary = [];
-  const index = new Map<string, number>();
+  const strings = new Map<string, number>();
+  // Maps by identity first: records of one offering share their arrays, so
+  // most lookups need no JSON of the map.
+  const maps = new Map<Pairs, number>();
+  const mapsByJson = new Map<string, number>();
   const ref = (v: string | Pairs) => {
-    const key = typeof v === "string" ? `s${v}` : `p${JSON.stringify(v)}`;
-    let i = index.get(key);
+    if (typeof v === "string") {
+      let i = strings.get(v);
+      if (i === undefined) strings.set(v, i = dictionary.push(v) - 1);
+      return i;
+    }
+    let i = maps.get(v);
     if (i === undefined) {
-      i = dictionary.push(v) - 1;
-      index.set(key, i);
+      const json = JSON.stringify(v);
+      i = mapsByJson.get(json);
+      if (i === undefined) mapsByJson.set(json, i = dictionary.push(v) - 1);
+      maps.set(v, i);
     }
     return i;
   };
@@ -143,12 +153,12 @@ export function unpacker(dictionary: unknown): (t: unknown) => MachineRecord {
     if (!Array.isArray(t) || t.length !== 16) throw corruptPage();
     const [id, state, hostRef, type, zone, capacityType, price, interruption] = t;
     if (typeof id !== "string" || id === "" || !STATES.has(state)) throw corruptPage();
-    const ops: Partial<Record<OpKind, string>> = {};
+    let ops: Partial<Record<OpKind, string>> | null = null;
     const opIds = t[14];
     if (!Array.isArray(opIds) || opIds.length !== OP_KINDS.length) throw corruptPage();
     OP_KINDS.forEach((k, i) => {
       if (typeof opIds[i] !== "string") throw corruptPage();
-      if (opIds[i] !== "") ops[k] = opIds[i];
+      if (opIds[i] !== "") (ops ??= {})[k] = opIds[i];
     });
     return {
       id,
@@ -163,9 +173,9 @@ export function unpacker(dictionary: unknown): (t: unknown) => MachineRecord {
       allocatable: pairsAt(t[9]),
       labels: pairsAt(t[10]),
       cluster: strAt(t[11]),
-      shardMetadata: strictPairs(t[12]),
+      shardMetadata: nonEmpty(strictPairs(t[12])),
       lastError: strictStr(t[13]),
-      ops,
+      ops: ops ?? NO_OPS,
       orphan: t[15] === 1,
     };
   };
@@ -203,8 +213,15 @@ function str(v: unknown): string {
 
 // Missing or null maps reload as empty ones.
 function pairs(v: unknown): Pairs {
-  if (!Array.isArray(v)) return [];
-  return v.filter((p) => Array.isArray(p) && p.length === 2).map((p) => [str(p[0]), str(p[1])]);
+  if (!Array.isArray(v)) return NO_PAIRS;
+  return nonEmpty(
+    v.filter((p) => Array.isArray(p) && p.length === 2).map((p) => [str(p[0]), str(p[1])]),
+  );
+}
+
+/** The shared empty map for an empty one. */
+function nonEmpty(p: Pairs): Pairs {
+  return p.length === 0 ? NO_PAIRS : p;
 }
 
 /** Resources, allocatable and labels: the same few maps across a fleet. */
@@ -222,13 +239,13 @@ function sameAsRaw(r: Pairs, v: unknown): boolean {
   return true;
 }
 
-function ops(v: unknown): Partial<Record<OpKind, string>> {
-  const out: Partial<Record<OpKind, string>> = {};
+function ops(v: unknown): MachineRecord["ops"] {
+  let out: Partial<Record<OpKind, string>> | null = null;
   if (v && typeof v === "object") {
-    for (const kind of ["create", "configure", "drain", "delete"] as const) {
+    for (const kind of OP_KINDS) {
       const id = (v as Record<string, unknown>)[kind];
-      if (typeof id === "string" && id !== "") out[kind] = id;
+      if (typeof id === "string" && id !== "") (out ??= {})[kind] = id;
     }
   }
-  return out;
+  return out ?? NO_OPS;
 }

@@ -85,6 +85,7 @@ function hostname(): string {
   try {
     return Deno.hostname();
   } catch {
+    // Without --allow-sys; the holder line is only for the refusal message.
     return "unknown";
   }
 }

@@ -24,6 +24,13 @@ export interface StateStore {
   readonly description: string;
   /** Everything stored, or null when the store has never been written. */
   load(): Promise<PersistedState | null>;
+  /**
+   * Writes the first state of a store load() found never written, all or
+   * nothing across a crash at any instant (a restart then finds it whole, or
+   * never written and seeds again). Nothing else is handed over until it
+   * resolves.
+   */
+  writeFirst(state: PersistedState): Promise<void>;
   putMachine(m: MachineRecord): void;
   deleteMachine(id: string): void;
   putFence(e: FenceEntry): void;
@@ -32,36 +39,37 @@ export interface StateStore {
   durable(): Promise<void>;
   /**
    * Progress, for answering reads from what is committed while commits fail:
-   * `handed` counts the changes handed over so far, `committed` how many of
-   * them are committed. Stores that leave them out are taken as committing
-   * everything they are handed.
+   * how many changes were handed over so far, and how many of them are
+   * committed (they commit in order).
    */
-  readonly handed?: number;
-  readonly committed?: number;
-  /** Why commits fail (the last one failed and no retry has succeeded since); null or absent when healthy. */
-  readonly failure?: string | null;
-  /**
-   * Lets the first inventory of a never-written store span several commits
-   * (each durable before the next is handed over, so a large new fleet is
-   * never queued whole): until the returned function is called and a commit
-   * follows, a restart finds the store never written and seeds again. Stores
-   * that cannot be torn by a crash leave it out.
-   */
-  openFirstWrite?(): () => void;
+  readonly handedCount: number;
+  readonly committedCount: number;
+  /** Why commits fail (the last one failed and no retry has succeeded since); null when healthy. */
+  readonly failure: string | null;
   /** Commits what is queued (one attempt if commits are failing), then releases the state. */
   close(): Promise<void>;
 }
 
-/** No persistence: state lives and dies with the process. */
+/** No persistence: state lives and dies with the process; every change is committed as it is handed over. */
 export function createMemoryStore(): StateStore {
+  let handed = 0;
+  const count = () => void handed++;
   return {
     description: "memory",
     load: () => Promise.resolve(null),
-    putMachine() {},
-    deleteMachine() {},
-    putFence() {},
-    putRevision() {},
+    writeFirst: () => Promise.resolve(),
+    putMachine: count,
+    deleteMachine: count,
+    putFence: count,
+    putRevision: count,
     durable: () => Promise.resolve(),
+    get handedCount() {
+      return handed;
+    },
+    get committedCount() {
+      return handed;
+    },
+    failure: null,
     close: () => Promise.resolve(),
   };
 }

@@ -150,8 +150,8 @@ export async function startListener(opts: ListenerOptions): Promise<Listener> {
 
   server.on("error", (e) => log.error("listener error: {error}", { error: String(e) }));
   const port = await new Promise<number>((resolve, reject) => {
-    const onError = (e: Error) => {
-      const inUse = /EADDRINUSE|in use/i.test(String(e));
+    const onError = (e: Error & { code?: string }) => {
+      const inUse = e.code === "EADDRINUSE";
       const target = opts.host.includes(":")
         ? `[${opts.host}]:${opts.port}`
         : `${opts.host}:${opts.port}`;

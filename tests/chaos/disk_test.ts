@@ -28,19 +28,12 @@ import {
   outcome,
   startProvider,
   stateName,
+  waitFor,
 } from "../harness/mod.ts";
 import { kvFaults, READ_ONLY } from "./faulty_kv.ts";
 
 const opts = { sanitizeOps: false, sanitizeResources: false };
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until(what: string, ok: () => boolean | Promise<boolean>, ms = 15_000) {
-  const deadline = Date.now() + ms;
-  while (!(await ok())) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
+const until = (what: string, ok: () => boolean | Promise<boolean>) => waitFor(what, ok, 15_000);
 
 function sh(cmd: string): { ok: boolean; out: string } {
   const r = new Deno.Command("sh", { args: ["-c", cmd], stderr: "piped", stdout: "piped" })
@@ -94,8 +87,10 @@ Deno.test({
     assert.ok(sh(`mount -t tmpfs -o size=1m tmpfs ${mnt}`).ok, "mount tmpfs");
     const state = `${mnt}/state.kv`;
     const filler = `${mnt}/filler`;
+    // Debug: each retry of a failing commit logs a line of its own.
     let p = await startProvider({
       args: fakeProviderArgs({ seed: 16, state, fakeDelay: "100ms" }),
+      env: { BIGFLEET_LOG_LEVEL: "debug" },
     });
     let h = new Harness(p.addr);
     try {
@@ -120,7 +115,7 @@ Deno.test({
       const gotA = await h.get(a);
       assert.equal(stateName(gotA.state), "CONFIGURED");
       assert.deepEqual(gotA.shard_metadata, md);
-      await sleep(1_600); // three retries or more
+      await until("three retries", () => count(p.stderr(), /commit failed again/) >= 3);
       const during = await h.list();
       assert.deepEqual(during.revision, before.revision, "the revision moved while failing");
       assert.equal(during.machines.find((m) => m.id === b)?.state, St.SPECULATIVE);
@@ -200,7 +195,17 @@ Deno.test({
     const faults = kvFaults();
     faults.error = READ_ONLY;
     const store = await openKvStore(path, { wrapKv: faults.wrap });
-    let kit = await openKit(path, store, 100);
+    // The records the kit hands over, to know when a background completion has happened.
+    const handed: { id: string; state: State }[] = [];
+    const watched: StateStore = Object.create(store, {
+      putMachine: {
+        value(m: Parameters<StateStore["putMachine"]>[0]) {
+          handed.push({ id: m.id, state: m.state });
+          store.putMachine(m);
+        },
+      },
+    });
+    let kit = await openKit(path, watched, 100);
     try {
       const [a, b, c] = (await kit.list({ states: [], maxResults: 0 })).machines.map((m) => m.id);
       const ackA = await kit.create(unfenced(a));
@@ -215,7 +220,7 @@ Deno.test({
         /nothing was changed/,
         "reconcile",
       );
-      await sleep(300);
+      await until("a's completion", () => handed.some((m) => m.id === a && m.state === State.Idle));
       assert.equal((await kit.get(a)).state, State.Creating, "a's IDLE is not committed yet");
       assert.equal((await kit.get(b)).state, State.Speculative, "b's CREATING is not committed");
       const during = await kit.list({ states: [], maxResults: 0 });

@@ -30,6 +30,7 @@ import {
   ProviderClient,
   type ProviderProcess,
   Rng,
+  sleep,
   spawnProvider,
   startProvider,
   stateName,
@@ -137,8 +138,6 @@ function dial(life: Life): ProviderClient {
   life.clients.push(c);
   return c;
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function worker(
   life: Life,

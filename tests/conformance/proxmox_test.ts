@@ -34,7 +34,7 @@ defineConformanceSuite("proxmox-sim", async () => {
       "--metrics-addr=",
     ],
   });
-});
+}, { harness: { ownProvider: true } });
 
 Deno.test({
   name: "[proxmox-sim] stop the simulator",

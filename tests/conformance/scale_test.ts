@@ -155,11 +155,17 @@ scaleTest("B1105 create/delete churn conserves the fleet size", async (h) => {
   assert.equal(after, before, `fleet size ${before} → ${after} after ${rounds} rounds`);
 });
 
-// B1106 and B1107 certify latency ceilings. Tests never assert absolute
-// times (they measure the machine's load, not the provider): the calls run
-// here for their results, the figures are logged, and bench/e2e_list.ts
-// measures the same shape against the ceilings (bench/RESULTS.md).
-scaleTest("B1106 120 Gets, 120 full Lists and 60 Creates all answer (p99 logged)", async (h) => {
+// B1106 and B1107 enforce the certification's latency ceilings, the
+// contract's numbers (BigFleet's runner fails a provider over them), with
+// nearest-rank p99. They are far above what the provider needs at the lane's
+// fleet sizes even on a loaded machine; its own figures are measured in bench/
+// (bench/e2e_list.ts, bench/RESULTS.md).
+const B1106_GET_P99_MS = 250;
+const B1106_CREATE_P99_MS = 250;
+const B1106_LIST_P99_MS = 2_000;
+const B1107_LIST_MS = 3_000;
+
+scaleTest("B1106 p99 of 120 Gets and 60 Creates ≤ 250 ms, of 120 full Lists ≤ 2 s", async (h) => {
   const one = await h.pickSpeculative();
   const gets: number[] = [];
   for (let i = 0; i < 120; i++) {
@@ -185,13 +191,17 @@ scaleTest("B1106 120 Gets, 120 full Lists and 60 Creates all answer (p99 logged)
   console.log(
     `B1106 p99: Get ${g.toFixed(1)} ms, List ${l.toFixed(1)} ms, Create ${c.toFixed(1)} ms`,
   );
+  assert.ok(g <= B1106_GET_P99_MS, `Get p99 ${g.toFixed(1)} ms > ${B1106_GET_P99_MS} ms`);
+  assert.ok(c <= B1106_CREATE_P99_MS, `Create p99 ${c.toFixed(1)} ms > ${B1106_CREATE_P99_MS} ms`);
+  assert.ok(l <= B1106_LIST_P99_MS, `List p99 ${l.toFixed(1)} ms > ${B1106_LIST_P99_MS} ms`);
 });
 
-scaleTest("B1107 a warm full List returns ≥ N machines (time logged)", async (h) => {
+scaleTest("B1107 a warm full List returns ≥ N machines within 3 s", async (h) => {
   await h.list();
   const [l, ms] = await timed(() => h.list());
   console.log(`B1107: full List of ${l.machines.length} in ${ms.toFixed(1)} ms`);
   assert.ok(l.machines.length >= N, `${l.machines.length} machines`);
+  assert.ok(ms <= B1107_LIST_MS, `full List took ${ms.toFixed(1)} ms > ${B1107_LIST_MS} ms`);
 });
 
 scaleTest("B1108 16 parallel Creates: all OK, distinct op ids, all IDLE", async (h) => {

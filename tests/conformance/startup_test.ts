@@ -145,6 +145,37 @@ Deno.test({
 });
 
 Deno.test({
+  name: "[startup] a --state of a newer format is refused in one line naming both versions",
+  async fn() {
+    const dir = await Deno.makeTempDir();
+    const path = `${dir}/state.kv`;
+    try {
+      // A state file as a future version would leave it (its own format number).
+      const kv = await Deno.openKv(path);
+      await kv.atomic().set(["meta", "format"], 3).set(["meta", "rev"], 7).commit();
+      kv.close();
+      const port = freePort();
+      const r = await runUntilExit(
+        [`--addr=127.0.0.1:${port}`, ...fakeProviderArgs({ seed: 8, state: path })],
+        { watchPort: port },
+      );
+      assert.notEqual(r.code, 0);
+      assert.equal(r.served, false, "served before refusing");
+      const lines = r.stderr.split("\n").filter((l) => l.trim() !== "" && !isJsonRecord(l));
+      assert.deepEqual(lines, [
+        `error: --state ${JSON.stringify(path)}: state format 3 was written by a newer provider; ` +
+        "this one reads formats 1 to 2: upgrade it, or give it a fresh --state",
+      ]);
+      const after = await Deno.openKv(path);
+      assert.equal((await after.get(["meta", "format"])).value, 3, "the file is left as it was");
+      after.close();
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
   name: "[startup] a busy --metrics-addr is not fatal",
   async fn() {
     const hold = Deno.listen({ hostname: "127.0.0.1", port: 0 });

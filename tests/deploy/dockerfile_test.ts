@@ -1,8 +1,11 @@
-// deploy/Dockerfile, linted structurally (images cannot be pulled or built on
-// these machines): stages, pinned base images, the compile flags against the
-// deno.json `compile` task, the non-root distroless runtime stage.
+// deploy/Dockerfile, checked for what it does (images cannot be pulled or
+// built on these machines), not for its wording: the project's Deno builds
+// it with the compile task's flags from the frozen lockfile; the runtime is a
+// pinned glibc distroless image running that binary directly as a numeric
+// non-root user, with nothing that needs a shell.
 
 import assert from "node:assert/strict";
+import { FLAG_TABLE } from "../../src/config/flags.ts";
 import { ROOT } from "./helm_helpers.ts";
 
 interface Instruction {
@@ -66,49 +69,61 @@ function compileFlags(cmd: string): { output: string; rest: string[] } {
   return { output, rest: [...tokens.slice(0, at), ...tokens.slice(at + 2)] };
 }
 
-Deno.test("Dockerfile: two stages, pinned Deno build image and distroless cc nonroot runtime", () => {
-  assert.equal(dockerfile.length, 2);
-  assert.equal(build.from, "denoland/deno:2.9.6");
-  assert.equal(build.name, "build");
-  // The compiled binary links glibc: distroless/cc, never distroless/static.
-  assert.equal(runtime.from, "gcr.io/distroless/cc-debian12:nonroot");
-  for (const stage of dockerfile) assert.ok(!stage.from.endsWith(":latest"), stage.from);
+Deno.test("Dockerfile: the build uses this project's Deno; the runtime is glibc distroless, pinned", () => {
+  // The binary is compiled by the Deno the tests run on, not some other release.
+  assert.ok(build.from.startsWith("denoland/deno:"), build.from);
+  assert.equal(build.from.split(":")[1], Deno.version.deno, "build image's Deno");
+  // The compiled binary links glibc: a distroless image with it (cc), never static.
+  assert.match(runtime.from, /^gcr\.io\/distroless\/cc-/);
+  for (const stage of dockerfile) {
+    assert.ok(
+      stage.from.includes(":") && !stage.from.endsWith(":latest"),
+      `${stage.from} unpinned`,
+    );
+  }
 });
 
 Deno.test("Dockerfile: deno compile uses exactly the flags of the deno.json compile task", () => {
-  const runs = ops(build, "RUN");
-  const compile = runs.filter((r) => r.startsWith("deno compile "));
+  const compile = ops(build, "RUN").filter((r) => r.startsWith("deno compile "));
   assert.equal(compile.length, 1, "one deno compile");
   const compileTask = denoJson.tasks.compile;
   const task: string = typeof compileTask === "string" ? compileTask : compileTask.command;
-  const want = compileFlags(task);
-  const got = compileFlags(compile[0]);
-  assert.deepEqual(got.rest, want.rest, `Dockerfile: ${compile[0]}\ndeno.json: ${task}`);
-  assert.equal(got.output, "/out/bigfleet-proxmox");
-  // The binary must embed the wire contract the server loads at runtime.
-  assert.ok(got.rest.join(" ").includes("--include proto/"));
-  assert.ok(Deno.statSync(`${ROOT}proto`).isDirectory);
+  assert.deepEqual(
+    compileFlags(compile[0]).rest,
+    compileFlags(task).rest,
+    `Dockerfile: ${compile[0]}\ndeno.json: ${task}`,
+  );
 });
 
-Deno.test("Dockerfile: dependencies are installed from the frozen lockfile before the source is copied", () => {
+Deno.test("Dockerfile: dependencies come from the frozen lockfile", () => {
   const body = build.body.map((i) => `${i.op} ${i.args}`);
-  const lockCopy = body.indexOf("COPY deno.json deno.lock ./");
-  const install = body.indexOf("RUN deno install --frozen");
-  const copyAll = body.indexOf("COPY . .");
+  const install = body.findIndex((l) => /^RUN deno install\b.*--frozen\b/.test(l));
   const compile = body.findIndex((l) => l.startsWith("RUN deno compile "));
-  assert.ok(lockCopy >= 0 && install > lockCopy, body.join("\n"));
-  assert.ok(copyAll > install && compile > copyAll, body.join("\n"));
+  assert.ok(
+    install >= 0 && install < compile,
+    `a frozen install before the compile:\n${body.join("\n")}`,
+  );
+  const lock = body.findIndex((l) => /^COPY\b.*\bdeno\.lock\b/.test(l) || l === "COPY . .");
+  assert.ok(lock >= 0 && lock < install, "deno.lock is in place for the install");
 });
 
-Deno.test("Dockerfile: runtime stage is non-root, exposes 9000/9090, exec-form entrypoint, no shell use", () => {
-  assert.deepEqual(ops(runtime, "USER"), ["65532:65532"]);
-  assert.deepEqual(ops(runtime, "EXPOSE").flatMap((e) => e.split(/\s+/)).sort(), ["9000", "9090"]);
+Deno.test("Dockerfile: the runtime runs the compiled binary directly, as a numeric non-root user", () => {
+  const [user] = ops(runtime, "USER");
+  assert.match(user ?? "", /^[1-9]\d*:[1-9]\d*$/, "numeric uid:gid, not root (runAsNonRoot)");
   const entry = ops(runtime, "ENTRYPOINT");
   assert.equal(entry.length, 1);
-  assert.deepEqual(JSON.parse(entry[0]), ["/bigfleet-proxmox"], "exec form (no shell)");
-  assert.deepEqual(ops(runtime, "COPY"), ["--from=build /out/bigfleet-proxmox /bigfleet-proxmox"]);
+  const argv = JSON.parse(entry[0]);
+  assert.ok(Array.isArray(argv) && argv.length === 1, "exec form: signals reach the binary");
+  // What the entrypoint runs is what the build stage compiled.
+  const output = compileFlags(ops(build, "RUN").find((r) => r.startsWith("deno compile "))!).output;
+  assert.deepEqual(ops(runtime, "COPY"), [`--from=build ${output} ${argv[0]}`]);
   // distroless has no shell: nothing in the runtime stage may need one.
   for (const op of ["RUN", "CMD", "SHELL", "ADD"]) assert.deepEqual(ops(runtime, op), [], op);
+  // The ports it documents are the listeners' defaults.
+  const ports = [FLAG_TABLE.addr.default, FLAG_TABLE["metrics-addr"].default].map((a) =>
+    a.split(":").at(-1)
+  );
+  assert.deepEqual(ops(runtime, "EXPOSE").flatMap((e) => e.split(/\s+/)).sort(), ports.sort());
 });
 
 Deno.test("Dockerfile: its ignore file keeps the compile inputs in the build context", async () => {

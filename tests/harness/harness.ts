@@ -4,6 +4,7 @@
 import assert from "node:assert/strict";
 import { type DialOptions, type Outcome, outcome, ProviderClient } from "./client.ts";
 import { Rng } from "./rand.ts";
+import { sleep } from "./time.ts";
 import { assertOk, bytesEqual } from "./assert.ts";
 import {
   Code,
@@ -24,8 +25,6 @@ export const POLL_MS = 20;
 export const FAN_N = 16;
 export const CONF_BLOB = new TextEncoder().encode("# conformance\n");
 export const FENCED_CLUSTER = "conf-cluster";
-
-export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 let shardCounter = 0;
 
@@ -69,6 +68,13 @@ export interface HarnessOptions extends DialOptions {
   seed?: number;
   /** How long a state change may take (default SETTLE_MS; a real Proxmox clone and boot take longer). */
   settleMs?: number;
+  /**
+   * The provider under test is this repository's: where the catalog lets a
+   * provider choose (accept or refuse, show a transitional state or not), a
+   * behaviour asserts the choice this one made (docs/design.md) rather than
+   * either, so a regression fails.
+   */
+  ownProvider?: boolean;
 }
 
 export class Harness {

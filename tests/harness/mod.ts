@@ -6,3 +6,4 @@ export * from "./harness.ts";
 export * from "./assert.ts";
 export * from "./rand.ts";
 export * from "./teardown.ts";
+export * from "./time.ts";

@@ -3,6 +3,7 @@
 // its stdout/stderr in a log file and in memory for failure messages.
 
 import { atExit } from "./teardown.ts";
+import { sleep } from "./time.ts";
 
 export const REPO_ROOT = new URL("../../", import.meta.url).pathname;
 
@@ -26,6 +27,15 @@ export const DEFAULT_PROVIDER_CMD = [
   ...compiledV8Flags(),
   `${REPO_ROOT}main.ts`,
 ];
+
+/**
+ * Whether the provider under test is this repository's: no BFCONF_PROVIDER_CMD
+ * swapped another one in. Where the contract lets a provider choose, a test then
+ * asserts the choice this one made (docs/design.md).
+ */
+export function isOwnProvider(): boolean {
+  return !Deno.env.get("BFCONF_PROVIDER_CMD");
+}
 
 /** BFCONF_PROVIDER_CMD (space-separated) swaps in e.g. a compiled binary. */
 export function providerCommand(): string[] {
@@ -89,8 +99,6 @@ export function freePort(): number {
   l.close();
   return port;
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** One TCP connect attempt with a 200 ms cap (the runner's dial timeout). */
 export async function tcpAccepts(port: number, hostname = "127.0.0.1"): Promise<boolean> {

@@ -2,7 +2,7 @@
 // exec / exec-status, the scripted guest and its fault switches.
 
 import assert from "node:assert/strict";
-import { Api, cloneAndWait, rawRequest, sleep, startAndBoot, until } from "./testkit.ts";
+import { Api, cloneAndWait, rawRequest, startAndBoot, until } from "./testkit.ts";
 import { startSimulator } from "./mod.ts";
 import type { SimOptions, Simulator } from "./types.ts";
 
@@ -27,6 +27,12 @@ async function withVm(
 
 const b64 = (s: string) => btoa(String.fromCharCode(...new TextEncoder().encode(s)));
 const text = (b: Uint8Array | undefined) => new TextDecoder().decode(b);
+
+/** Until the guest's process `pid` has finished (exec-status would say exited). */
+function execDone(sim: Simulator, vmid: number, pid: number): Promise<true> {
+  const exec = () => sim.vm(vmid)!.execs.find((e) => e.pid === pid)!;
+  return until(() => Date.now() >= exec().doneAt || undefined);
+}
 
 /** exec + poll exec-status until exited; returns the final status. */
 async function run(api: Api, base: string, command: string[], inputData?: string) {
@@ -67,6 +73,9 @@ Deno.test("agent readiness: not running until boot, not configured, VM not runni
     assert.equal(info.result.id, "debian");
     assert.deepEqual(await api.data("POST", `${base}/agent/ping`), { result: {} });
 
+    // Started, then given the boot a guest needs: a VM started after them has
+    // its agent up by then, theirs still answer as they do at once.
+    const started: [number, string][] = [];
     for (
       const [src, text] of [[9001, "No QEMU guest agent configured"], [
         9002,
@@ -74,10 +83,15 @@ Deno.test("agent readiness: not running until boot, not configured, VM not runni
       ]] as const
     ) {
       const c = await cloneAndWait(api, {}, { node: "pve1", vmid: src });
-      const b = `/nodes/pve1/qemu/${c.newid}`;
-      await api.waitTask(await api.data("POST", `${b}/status/start`) as string);
-      await sleep(250);
-      const r = await api.call("POST", `${b}/agent/ping`);
+      await api.waitTask(
+        await api.data("POST", `/nodes/pve1/qemu/${c.newid}/status/start`) as string,
+      );
+      started.push([c.newid, text]);
+    }
+    const later = await cloneAndWait(api);
+    await startAndBoot(api, "pve1", later.newid);
+    for (const [vmid, text] of started) {
+      const r = await api.call("POST", `/nodes/pve1/qemu/${vmid}/agent/ping`);
       assert.equal(r.body.message, text + "\n");
     }
   } finally {
@@ -179,7 +193,7 @@ Deno.test("exec: bootstrap run, exec-status lifecycle, one-shot status", async (
     }) as { pid: number };
     assert.equal(typeof pid, "number");
     assert.deepEqual(await api.data("GET", `${base}/agent/exec-status?pid=${pid}`), { exited: 0 });
-    await sleep(60);
+    await execDone(sim, vmid, pid);
     assert.deepEqual(await api.data("GET", `${base}/agent/exec-status?pid=${pid}`), {
       exited: 1,
       exitcode: 0,
@@ -220,7 +234,7 @@ Deno.test("exec: form-encoded command, chunked delivery through the mini shell",
       ]
     ) form.append("command", a);
     const { pid } = await api.data("POST", `${base}/agent/exec`, { form }) as { pid: number };
-    await sleep(60);
+    await execDone(sim, vmid, pid);
     assert.deepEqual(await api.data("GET", `${base}/agent/exec-status?pid=${pid}`), {
       exited: 1,
       exitcode: 0,
@@ -328,12 +342,13 @@ Deno.test("scripted guest: the readiness check answers kubelet, then Ready after
     const joined = await run(api, base, ready);
     assert.equal(joined.exitcode, 1);
     assert.match(String(joined["out-data"]), /Ready condition .*: False/);
-    await sleep(300);
-    const later = await run(api, base, ready);
-    assert.equal(later.exitcode, 0);
+    // Ready once readyAfterMs has passed since the join: polled, not slept for.
+    await until(async () => (await run(api, base, ready)).exitcode === 0);
     sim.faults.readyAfterMs = null;
     assert.equal((await run(api, base, ready)).exitcode, 1, "never Ready");
     const vm = sim.vm(Number(base.split("/").at(-1)))!;
-    assert.deepEqual(vm.readyChecks.map((c) => c.ready), [false, false, true, false]);
+    const seen = vm.readyChecks.map((c) => c.ready);
+    assert.deepEqual([seen[0], seen[1], seen.at(-2), seen.at(-1)], [false, false, true, false]);
+    assert.equal(seen.filter((r) => r).length, 1, "False until due, then True");
   }, { readyExec: ready });
 });

@@ -2,7 +2,7 @@
 // PUT, locks, start/stop/destroy, and the cluster/resources lag.
 
 import assert from "node:assert/strict";
-import { type Api, cloneAndWait, rawRequest, sleep, until, withSim } from "./testkit.ts";
+import { type Api, cloneAndWait, rawRequest, until, withSim } from "./testkit.ts";
 
 type Obj = Record<string, unknown>;
 const resources = async (api: Api) =>
@@ -320,10 +320,11 @@ Deno.test("locks: start and destroy of a cloning VM fail in the task", async () 
 Deno.test("resources lag: status flips late, out-of-band stop and delete", async () => {
   await withSim(async (sim, api) => {
     const { newid } = await cloneAndWait(api);
-    await sleep(160);
-    await api.waitTask(await api.data("POST", `/nodes/pve1/qemu/${newid}/status/start`) as string);
     const entry = async () => (await resources(api)).find((r) => r.vmid === newid);
-    assert.equal((await entry())?.status, "stopped");
+    // The stopped clone shows up in the resources once the lag has passed; then it is started.
+    await until(async () => (await entry())?.status === "stopped");
+    await api.waitTask(await api.data("POST", `/nodes/pve1/qemu/${newid}/status/start`) as string);
+    assert.equal((await entry())?.status, "stopped", "the start is not listed yet");
     await until(async () => (await entry())?.status === "running");
     sim.stopVmOutOfBand(newid);
     const cur = await api.data("GET", `/nodes/pve1/qemu/${newid}/status/current`) as Obj;

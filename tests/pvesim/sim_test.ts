@@ -3,7 +3,7 @@
 
 import assert from "node:assert/strict";
 import { parseUpid } from "./tasks.ts";
-import { rawRequest, sleep, withSim } from "./testkit.ts";
+import { rawRequest, withSim } from "./testkit.ts";
 
 Deno.test("TLS: CA verifies, fingerprint matches the leaf, wrong CA is refused", async () => {
   await withSim(async (sim) => {
@@ -275,6 +275,5 @@ Deno.test("596: answer lost, operation still happens; plain-text body", async ()
     const n = await api.call("GET", "/cluster/nextid");
     assert.equal(n.status, 595);
     assert.equal(n.body, null);
-    await sleep(1);
   });
 });

@@ -4,6 +4,7 @@
 import https from "node:https";
 import { startSimulator } from "./mod.ts";
 import type { SimOptions, Simulator } from "./types.ts";
+import { sleep } from "../harness/time.ts";
 
 /** Runs fn against a fresh simulator and a client for it; closes both. */
 export async function withSim(
@@ -94,8 +95,6 @@ export class Api {
     this.client.close();
   }
 }
-
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Polls fn until it returns a truthy value. */
 export async function until<T>(

@@ -13,7 +13,8 @@ import assert from "node:assert/strict";
 import { fakeProviderArgs, ProviderClient, startProvider, tail } from "../harness/mod.ts";
 import type { ProviderProcess } from "../harness/mod.ts";
 import { startGoawayProxy } from "./goaway_proxy.ts";
-import { spawnFixture } from "./helpers.ts";
+import type { GoawayProxy } from "./goaway_proxy.ts";
+import { spawnFixture, waitFor } from "./helpers.ts";
 
 const PERTURB = { MALLOC_PERTURB_: "165" };
 
@@ -29,10 +30,12 @@ async function firstMachine(proc: ProviderProcess): Promise<string> {
 /** The provider is still up and answering after the client `run` finished. */
 async function assertSurvived(
   proc: ProviderProcess,
+  proxy: GoawayProxy,
   run: { code: number; stderr: string },
 ): Promise<void> {
-  // Give a crash in the last close time to show.
-  await new Promise((r) => setTimeout(r, 300));
+  // Every goodbye processed: the provider closed its side of each connection
+  // (or died, which closes them too and fails the List below).
+  await waitFor("the provider to close every connection", () => proxy.open === 0);
   const status = proc.exitStatus();
   assert.equal(
     status,
@@ -59,7 +62,7 @@ Deno.test("goaway: node:http2 sessions of sequential calls closed politely leave
       await firstMachine(proc),
       plan.join(","),
     ]).done;
-    await assertSurvived(proc, run);
+    await assertSurvived(proc, proxy, run);
     assert.equal(run.lines.length, plan.length);
     assert.equal(run.lines[0], 'session 0 calls 17000 statuses {"0":17000}');
     assert.ok(proxy.goaways >= plan.length, `${proxy.goaways} GOAWAY frames seen`);
@@ -79,7 +82,7 @@ Deno.test("goaway: a grpc-js client churning channels leaves the provider up", a
       await firstMachine(proc),
       "25",
     ]).done;
-    await assertSurvived(proc, run);
+    await assertSurvived(proc, proxy, run);
     assert.match(run.lines[0] ?? "", /^rounds \d+ calls \d+$/);
     assert.ok(proxy.goaways >= 2, `${proxy.goaways} GOAWAY frames over ${proxy.connections}`);
   } finally {

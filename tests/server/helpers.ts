@@ -11,7 +11,7 @@ import { loadConfig } from "../../src/config/load.ts";
 import { startApp } from "../../src/app.ts";
 import type { App, AppOptions } from "../../src/app.ts";
 
-export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+export { sleep, waitFor } from "../harness/time.ts";
 
 export interface OpsProvider extends ProviderProcess {
   metricsPort: number;
@@ -85,20 +85,6 @@ export function sample(s: Samples, name: string, labels: Record<string, string> 
 /** The JSON log lines of a process's stderr. */
 export function logLines(stderr: string): Record<string, unknown>[] {
   return stderr.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l));
-}
-
-export async function waitFor<T>(
-  what: string,
-  fn: () => T | undefined | Promise<T | undefined>,
-  timeoutMs = 10_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const v = await fn();
-    if (v !== undefined && v !== false) return v;
-    await sleep(20);
-  }
-  throw new Error(`timed out waiting for ${what}`);
 }
 
 // ---- a grpc-js client with any credentials -----------------------------

@@ -9,6 +9,8 @@ export interface TestProxy {
   readonly upstreamBytes: number;
   /** Connections accepted so far. */
   readonly connections: number;
+  /** Connections not yet closed by both sides. */
+  readonly open: number;
   close(): Promise<void>;
 }
 
@@ -27,6 +29,7 @@ export function startProxy(targetPort: number, o: ProxyOptions = {}): TestProxy 
   const tasks: Promise<unknown>[] = [];
   let upstreamBytes = 0;
   let connections = 0;
+  let open = 0;
 
   async function pump(from: Deno.TcpConn, to: Deno.TcpConn, upstream: number | null) {
     const buf = new Uint8Array(CHUNK);
@@ -50,6 +53,7 @@ export function startProxy(targetPort: number, o: ProxyOptions = {}): TestProxy 
   }
 
   async function relay(client: Deno.TcpConn, index: number): Promise<void> {
+    open++;
     conns.add(client);
     let server: Deno.TcpConn | undefined;
     try {
@@ -61,6 +65,7 @@ export function startProxy(targetPort: number, o: ProxyOptions = {}): TestProxy 
       await Promise.allSettled([pump(client, server, index), pump(server, client, null)]);
     } catch { /* upstream gone: the client sees its connection close */ }
     for (const c of [client, server]) if (c) closeQuietly(c, conns);
+    open--;
   }
 
   const accepting = (async () => {
@@ -74,6 +79,9 @@ export function startProxy(targetPort: number, o: ProxyOptions = {}): TestProxy 
     },
     get connections() {
       return connections;
+    },
+    get open() {
+      return open;
     },
     async close() {
       listener.close();

@@ -22,10 +22,10 @@ function heldStore(): StateStore & { commit(): void } {
     deleteMachine: count,
     putFence: count,
     putRevision: count,
-    get handed() {
+    get handedCount() {
       return handed;
     },
-    get committed() {
+    get committedCount() {
       return committed;
     },
     commit() {
@@ -53,7 +53,7 @@ const ids = (ms: MachineRecord[]) => ms.map((m) => m.id);
 Deno.test("fleet: the committed view shows nothing in flight, then everything once committed", () => {
   const store = heldStore();
   const fleet = createFleet(store, machines(3), 100);
-  const c = fleet.committed;
+  const c = fleet.committedView;
   fleet.put({ ...fleet.get("m0")!, state: State.Creating });
   fleet.put({ ...fleet.get("m0")!, state: State.Idle });
   fleet.remove("m1");
@@ -83,15 +83,15 @@ Deno.test("fleet: changes committed in steps move the committed view step by ste
   fleet.put({ ...fleet.get("m0")!, state: State.Creating });
   store.commit();
   fleet.put({ ...fleet.get("m0")!, state: State.Idle });
-  assert.equal(fleet.committed.get("m0")!.state, State.Creating);
-  assert.equal(fleet.committed.revision, 11);
+  assert.equal(fleet.committedView.get("m0")!.state, State.Creating);
+  assert.equal(fleet.committedView.revision, 11);
   assert.deepEqual(
-    ids(fleet.committed.select({ ...all, sinceRevision: encodeRevision(10) })),
+    ids(fleet.committedView.select({ ...all, sinceRevision: encodeRevision(10) })),
     ["m0"],
   );
   store.commit();
-  assert.equal(fleet.committed.get("m0")!.state, State.Idle);
-  assert.equal(fleet.committed.revision, 12);
+  assert.equal(fleet.committedView.get("m0")!.state, State.Idle);
+  assert.equal(fleet.committedView.revision, 12);
 });
 
 Deno.test("fleet: a machine removed and added back while in flight is listed once", () => {
@@ -100,21 +100,21 @@ Deno.test("fleet: a machine removed and added back while in flight is listed onc
   fleet.remove("m1");
   fleet.put({ ...machines(2)[1], state: State.Idle });
   assert.deepEqual(ids(fleet.select(all)), ["m0", "m1"]);
-  assert.deepEqual(ids(fleet.committed.select(all)), ["m0", "m1"]);
-  assert.equal(fleet.committed.get("m1")!.state, State.Speculative);
+  assert.deepEqual(ids(fleet.committedView.select(all)), ["m0", "m1"]);
+  assert.equal(fleet.committedView.get("m1")!.state, State.Speculative);
   store.commit();
-  assert.deepEqual(ids(fleet.committed.select(all)), ["m0", "m1"]);
-  assert.equal(fleet.committed.get("m1")!.state, State.Idle);
+  assert.deepEqual(ids(fleet.committedView.select(all)), ["m0", "m1"]);
+  assert.equal(fleet.committedView.get("m1")!.state, State.Idle);
   fleet.remove("m1");
   store.commit();
   assert.deepEqual(ids(fleet.select(all)), ["m0"]);
-  assert.deepEqual(ids(fleet.committed.select(all)), ["m0"]);
+  assert.deepEqual(ids(fleet.committedView.select(all)), ["m0"]);
 });
 
-Deno.test("fleet: over a store that does not count commits, the committed view is the fleet", () => {
+Deno.test("fleet: over a store that commits as it is handed changes, the committed view is the fleet", () => {
   const fleet = createFleet(createMemoryStore(), machines(2), 10);
   fleet.put({ ...fleet.get("m0")!, state: State.Idle });
   fleet.remove("m1");
-  assert.equal(fleet.committed.revision, 12);
-  assert.deepEqual(fleet.committed.select(all), fleet.select(all));
+  assert.equal(fleet.committedView.revision, 12);
+  assert.deepEqual(fleet.committedView.select(all), fleet.select(all));
 });

@@ -1,7 +1,8 @@
-// The kit hands a new fleet to the state store a chunk at a time; a crash at
-// any commit of it must leave either the whole first inventory or nothing
-// (then the next start seeds again). Each trial fails the disk at one more
-// commit, "crashes" (the store is abandoned), and reopens the file.
+// The kit writes a new fleet as the state store's first packed base, over
+// several commits; a crash at any commit of it must leave either the whole
+// first inventory or nothing (then the next start seeds again). Each trial
+// fails the disk at one more commit, "crashes" (the store is abandoned), and
+// reopens the file.
 
 import assert from "node:assert/strict";
 import { createFakeBackend } from "../../src/fake/backend.ts";
@@ -22,7 +23,7 @@ const slots: Slot[] = Array.from({ length: N }, (_, i) => ({
   labels: [],
 }));
 
-Deno.test("kit: a new fleet written in chunks is whole or absent whichever commit fails", async () => {
+Deno.test("kit: a new fleet written as a packed base is whole or absent whichever commit fails", async () => {
   const seen = new Set<number>();
   for (let failAt = 1;; failAt++) {
     const dir = await Deno.makeTempDir();

@@ -6,6 +6,7 @@ import { byId, has, keys, machine, reload, withStore } from "./kv_fixtures.ts";
 import { encodeRecord } from "../../src/kit/record_codec.ts";
 import { FULL_DISK, isKey, kvFaults } from "../chaos/faulty_kv.ts";
 import type { KvFaults } from "../chaos/faulty_kv.ts";
+import { waitFor } from "../harness/time.ts";
 
 Deno.test("kv store: empty store loads as null", () =>
   withStore(async (path) => {
@@ -164,50 +165,80 @@ function failAfterRedoMark(): KvFaults {
   return faults;
 }
 
-Deno.test("kv store: a first inventory cut short loads as empty, and nothing of it is left", () =>
-  withStore(async (path) => {
+Deno.test("kv store: a first batch cut short at any commit loads as empty, and nothing of it is left", async () => {
+  // How many commits the first batch of a fresh file takes (a packed base: pages, then its pointer).
+  let commits = 0;
+  await withStore(async (path) => {
     const faults = kvFaults();
-    faults.failWhen = () => faults.commits.length >= 3;
-    assert.equal(await writeBatch(path, fleet(3000, 1), 1, faults), false);
-    assert.ok((await keys(path)).length >= 1000, "some commits of the batch did land");
+    assert.ok(await writeBatch(path, fleet(3000, 1), 1, faults));
+    commits = faults.commits.length;
+  });
+  assert.ok(commits >= 2, `the first batch takes ${commits} commits`);
+  for (let failAt = 0; failAt < commits; failAt++) {
+    await withStore(async (path) => {
+      const faults = kvFaults();
+      faults.failWhen = () => faults.commits.length >= failAt;
+      assert.equal(await writeBatch(path, fleet(3000, 1), 1, faults), false);
+      if (failAt > 0) {
+        assert.ok((await keys(path)).length > 0, "some commits of the batch did land");
+      }
 
-    const s = await openKvStore(path);
+      const s = await openKvStore(path);
+      assert.equal(await s.load(), null, `cut at commit ${failAt}`);
+      await s.close();
+      assert.deepEqual(await keys(path), []);
+    });
+  }
+});
+
+Deno.test("kv store: a first state is written as a packed base, whole or not at all", async () => {
+  const state = {
+    machines: fleet(3000, 1),
+    fences: [{ shardId: "s", machineId: "m/1", mark: { epoch: 1n, seq: 2n } }],
+    rev: 9,
+  };
+  let commits = 0;
+  await withStore(async (path) => {
+    const faults = kvFaults();
+    const s = await openKvStore(path, { wrapKv: faults.wrap });
     assert.equal(await s.load(), null);
+    await s.writeFirst(state);
     await s.close();
-    assert.deepEqual(await keys(path), []);
-  }));
+    commits = faults.commits.length;
+    assert.ok(await has(path, ["meta", "base"]), "a base is in use");
+    assert.deepEqual(await keys(path, ["o"]), [], "no overlay key per machine");
+    const loaded = (await reload(path))!;
+    assert.equal(loaded.rev, 9);
+    assert.deepEqual(loaded.machines.sort(byId), state.machines.sort(byId));
+    assert.deepEqual(loaded.fences, state.fences);
+  });
+  assert.ok(commits >= 2, `the first state takes ${commits} commits`);
+  // Cut at each of those commits: a restart finds the file never written.
+  for (let failAt = 0; failAt < commits; failAt++) {
+    await withStore(async (path) => {
+      const faults = kvFaults();
+      faults.failWhen = () => faults.commits.length >= failAt;
+      const s = await openKvStore(path, { wrapKv: faults.wrap });
+      assert.equal(await s.load(), null);
+      await assert.rejects(s.writeFirst(state), new RegExp(FULL_DISK));
+      await s.close();
+      assert.equal(await reload(path), null, `cut at commit ${failAt}`);
+      assert.deepEqual(await keys(path), []);
+    });
+  }
+});
 
-Deno.test("kv store: a first write held open across commits is no fleet until it is sealed", () =>
+Deno.test("kv store: a first state is refused on a file that holds one", () =>
   withStore(async (path) => {
-    // Two committed chunks of a new fleet, then a crash before the seal.
-    let s = await openKvStore(path);
-    let seal = s.openFirstWrite!();
-    for (const chunk of [["a", "b"], ["c"]]) {
-      for (const id of chunk) s.putMachine(machine(id));
-      s.putRevision(7);
-      await s.durable();
-    }
+    assert.ok(await writeBatch(path, [machine("a")], 1));
+    const s = await openKvStore(path);
+    assert.ok(await s.load());
+    await assert.rejects(
+      s.writeFirst({ machines: [machine("b")], fences: [], rev: 2 }),
+      /only to a never-written file/,
+    );
     await s.close();
-    assert.ok((await keys(path)).length >= 3, "the chunks did land");
-    s = await openKvStore(path);
-    assert.equal(await s.load(), null, "an unsealed first write is no fleet");
-    assert.deepEqual(await keys(path), []);
-
-    // The same, sealed: every chunk and the revision are the fleet.
-    seal = s.openFirstWrite!();
-    for (const chunk of [["a", "b"], ["c"]]) {
-      for (const id of chunk) s.putMachine(machine(id));
-      s.putRevision(9);
-      await s.durable();
-    }
-    seal();
-    await s.durable();
-    await s.close();
-    s = await openKvStore(path);
-    const loaded = await s.load();
-    await s.close();
-    assert.deepEqual(loaded?.machines.map((m) => m.id).sort(), ["a", "b", "c"]);
-    assert.equal(loaded?.rev, 9);
+    assert.deepEqual((await reload(path))!.machines.map((m) => m.id), ["a"]);
   }));
 
 Deno.test("kv store: a batch over one commit is durable from its redo marker on", () =>
@@ -295,13 +326,11 @@ Deno.test("kv store: a failing disk is reported, the change kept and committed o
     s.putMachine(machine("b"));
     await assert.rejects(s.durable(), new RegExp(FULL_DISK));
     assert.equal(s.failure, FULL_DISK);
-    assert.ok(s.committed! < s.handed!, "b is not committed");
+    assert.ok(s.committedCount < s.handedCount, "b is not committed");
 
     faults.failing = false;
-    const deadline = Date.now() + 10_000;
-    while (s.failure !== null && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-    assert.equal(s.failure, null, "the store recovers when commits succeed again");
-    assert.equal(s.committed, s.handed);
+    await waitFor("the store to recover", () => s.failure === null);
+    assert.equal(s.committedCount, s.handedCount);
     await s.close();
 
     const r = await openKvStore(path);
@@ -333,4 +362,46 @@ Deno.test("kv store: a store written before the format marker existed still load
     assert.equal(loaded.rev, 42);
     assert.deepEqual(loaded.machines, [machine("old")]);
     assert.ok(await has(path, ["meta", "format"]), "the marker is added");
+  }));
+
+// ---- Chunked records and recovery.
+
+Deno.test("kv store: a retried chunked record rewrites the same chunks", () =>
+  withStore(async (path) => {
+    assert.ok(await writeBatch(path, [machine("small")], 1));
+    const faults = kvFaults();
+    let refusedOnce = false;
+    // The chunks land; the commit pointing the machine at them fails once.
+    faults.failWhen = (c) => {
+      if (refusedOnce || !c.sets.some((k) => k[0] === "o")) return false;
+      refusedOnce = true;
+      return true;
+    };
+    const s = await openKvStore(path, { wrapKv: faults.wrap });
+    await s.load();
+    const big = machine("big", { lastError: "x".repeat(150_000) });
+    s.putMachine(big);
+    await assert.rejects(s.durable(), new RegExp(FULL_DISK));
+    faults.failing = false;
+    await waitFor("the retry", () => s.committedCount === s.handedCount && s.failure === null);
+    const chunkIds = new Set((await keys(path, ["mc", "big"])).map((k) => k[2]));
+    await s.close();
+    assert.equal(chunkIds.size, 1, "one chunk id across the attempts");
+    assert.deepEqual((await reload(path))!.machines.find((m) => m.id === "big"), big);
+  }));
+
+Deno.test("kv store: after a packing cut short, writes go to the newest generation", () =>
+  withStore(async (path) => {
+    assert.ok(await writeBatch(path, [machine("m/0", { lastError: "v1" })], 1));
+    // As a crash leaves it after a packing sealed generation 0 and a commit
+    // landed in generation 1, before the new base's pointer.
+    const kv = await Deno.openKv(path);
+    await kv.set(["o", 1, "m/0"], { j: encodeRecord(machine("m/0", { lastError: "v2" })) });
+    kv.close();
+    const s = await openKvStore(path);
+    assert.equal((await s.load())!.machines[0].lastError, "v2");
+    s.putMachine(machine("m/0", { lastError: "v3" }));
+    await s.durable();
+    await s.close();
+    assert.equal((await reload(path))!.machines[0].lastError, "v3", "the newer write wins");
   }));

@@ -61,6 +61,19 @@ export function watchedStore(): WatchedStore {
   return {
     description: "watched memory",
     load: () => inner.load(),
+    async writeFirst(state) {
+      for (const m of state.machines) machines.set(m.id, m);
+      for (const e of state.fences) fences.set(JSON.stringify([e.shardId, e.machineId]), e.mark);
+      revision = state.rev;
+      await inner.writeFirst(state);
+    },
+    get handedCount() {
+      return writes;
+    },
+    get committedCount() {
+      return committed;
+    },
+    failure: null,
     get writes() {
       return writes;
     },
