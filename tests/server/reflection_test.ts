@@ -10,6 +10,7 @@ import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { PROTO_PATH } from "../../src/server/grpc.ts";
 import { addReflection } from "../../src/server/reflection.ts";
+import descriptor from "protobufjs/ext/descriptor/index.js";
 import { fakeProviderArgs, startProvider } from "../harness/mod.ts";
 
 const REFLECTION_PROTO = `
@@ -187,6 +188,100 @@ Deno.test({
     } finally {
       client.close();
       server.forceShutdown();
+    }
+  },
+});
+
+interface DecodedMessage {
+  name: string;
+  reservedRange: { start: number; end: number }[];
+  field: { name: string; typeName?: string; label?: number }[];
+  nestedType: DecodedMessage[];
+  options?: { mapEntry?: boolean } | null;
+}
+
+/** grpcurl on PATH or in Go's bin folder; null when there is none. */
+function grpcurlPath(): string | null {
+  const dirs = [...(Deno.env.get("PATH") ?? "").split(":"), `${Deno.env.get("HOME")}/go/bin`];
+  for (const d of dirs) {
+    try {
+      if (Deno.statSync(`${d}/grpcurl`).isFile) return `${d}/grpcurl`;
+    } catch { /* not there */ }
+  }
+  return null;
+}
+
+Deno.test({
+  name:
+    "reflection: descriptors as protoc writes them (map entries, reserved ranges), so grpcurl accepts them",
+  async fn() {
+    const p = await startProvider({ args: fakeProviderArgs({ seed: 4 }) });
+    const client = await reflectionClient(p.addr);
+    try {
+      const file = await ask(client, { file_containing_symbol: "bigfleet.v1alpha1.Machine" });
+      const entries: string[] = [];
+      for (const bin of file.file_descriptor_response!.file_descriptor_proto) {
+        const fd = descriptor.FileDescriptorProto.decode(bin) as unknown as {
+          package: string;
+          messageType: DecodedMessage[];
+        };
+        for (const m of fd.messageType) {
+          // descriptor.proto's reserved ranges end exclusive: `reserved 11;` is 11 to 12.
+          if (m.name === "Machine") {
+            assert.deepEqual(m.reservedRange.map((r) => [r.start, r.end]), [[11, 12]]);
+          }
+          for (const n of m.nestedType.filter((n) => n.options?.mapEntry)) {
+            // protoc: CamelCase(field name) + "Entry", and the field points at it absolutely.
+            const field = m.field.find((f) => f.typeName?.split(".").at(-1) === n.name);
+            assert.ok(field, `${m.name}.${n.name}: no field uses this map entry`);
+            const want = field.name.split("_").map((w) => w[0].toUpperCase() + w.slice(1))
+              .join("") + "Entry";
+            assert.equal(n.name, want, `${m.name}.${field.name}`);
+            assert.equal(field.typeName, `.${fd.package}.${m.name}.${want}`);
+            entries.push(`${m.name}.${n.name}`);
+          }
+        }
+      }
+      assert.deepEqual(entries.sort(), [
+        "ConfigureRequest.ShardMetadataEntry",
+        "Machine.LabelsEntry",
+        "Machine.ShardMetadataEntry",
+        "Resources.ResourcesEntry",
+      ]);
+
+      // grpcurl builds Go descriptors from these and refuses a wrong map entry name.
+      const grpcurl = grpcurlPath();
+      if (grpcurl === null) {
+        console.log("skip: grpcurl is not installed; the descriptor was checked above");
+        return;
+      }
+      const out = await new Deno.Command(grpcurl, {
+        args: ["-plaintext", p.addr, "describe", "bigfleet.v1alpha1.Machine"],
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
+      assert.equal(out.code, 0, text);
+      assert.match(text, /map<string, string> shard_metadata = 15;/);
+      // And a call made with nothing but what reflection served.
+      const list = await new Deno.Command(grpcurl, {
+        args: [
+          "-plaintext",
+          "-d",
+          '{"max_results":1}',
+          p.addr,
+          "bigfleet.v1alpha1.CapacityProvider/List",
+        ],
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      assert.equal(list.code, 0, new TextDecoder().decode(list.stderr));
+      const machines = JSON.parse(new TextDecoder().decode(list.stdout)).machines;
+      assert.equal(machines.length, 1);
+      assert.deepEqual(machines[0].resources, { resources: { cpu: "1", memory: "2Gi" } });
+    } finally {
+      client.close();
+      await p.stop();
     }
   },
 });
