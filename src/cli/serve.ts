@@ -24,6 +24,13 @@ import {
 } from "./command.ts";
 import { versionText } from "./version_cmd.ts";
 
+/**
+ * A signal this soon after the first is the same one delivered twice, not an
+ * operator's second: Ctrl-C reaches the whole process group, and a supervisor
+ * in it (`deno task`, `timeout`) forwards it to the provider again.
+ */
+export const SAME_SIGNAL_MS = 250;
+
 /** After a second signal, the longest the closing steps may take before the process exits anyway. */
 const URGENT_STOP_MS = 5_000;
 const log = getLogger(["bigfleet", "config"]);
@@ -77,17 +84,17 @@ async function runServe(args: string[], ctx: Context): Promise<number> {
   }
   const stopped = Promise.withResolvers<number>();
   const now = new AbortController();
-  let signalled = false;
+  let signalledAt: number | null = null;
   const onSignal = () => {
-    if (signalled) {
-      if (now.signal.aborted) return;
+    if (signalledAt !== null) {
+      if (now.signal.aborted || performance.now() - signalledAt < SAME_SIGNAL_MS) return;
       console.error("error: second signal during shutdown; stopping now");
       now.abort();
       // Nothing left to wait for but closing; never hang on it.
       setTimeout(() => stopped.resolve(EXIT_FAILURE), URGENT_STOP_MS);
       return;
     }
-    signalled = true;
+    signalledAt = performance.now();
     app.stop(now.signal).then(
       ({ unfinished }) =>
         stopped.resolve(unfinished.length === 0 && !now.signal.aborted ? EXIT_OK : EXIT_FAILURE),
