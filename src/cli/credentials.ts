@@ -7,6 +7,7 @@ import * as grpc from "@grpc/grpc-js";
 import { flagError } from "../config/errors.ts";
 import { type ReadFile, readFromDisk, readPem } from "../config/files.ts";
 import { hasCertificate, hasPrivateKey } from "../config/pem.ts";
+import { guardGoaway } from "./goaway_guard.ts";
 import { clientTls } from "./tls_credentials.ts";
 
 export interface ClientTlsFlags {
@@ -41,7 +42,11 @@ export async function clientChannel(
   const tls = f.tls || f.caFile !== "" || f.certFile !== "";
   if (!tls) {
     if (f.serverName !== "") throw flagError("tls-server-name", "needs TLS (--tls or --tls-ca)");
-    return { credentials: grpc.credentials.createInsecure(), options: {}, security: "plaintext" };
+    return {
+      credentials: guardGoaway(grpc.credentials.createInsecure()),
+      options: {},
+      security: "plaintext",
+    };
   }
   const ca = f.caFile === ""
     ? null
@@ -57,7 +62,7 @@ export async function clientChannel(
     ? {}
     : { "grpc.default_authority": f.serverName };
   return {
-    credentials: clientTls({ ca, key, cert, serverName: f.serverName }),
+    credentials: guardGoaway(clientTls({ ca, key, cert, serverName: f.serverName })),
     options,
     security: cert === null ? "TLS" : "mTLS",
   };

@@ -1,11 +1,14 @@
-// The client-to-server half of an HTTP/2 connection, filtered before the
-// HTTP/2 stack sees it: the connection preface is checked and every GOAWAY
-// frame is removed. Why GOAWAY: Deno's node:http2 (2.9.x) frees the nghttp2
-// session from inside nghttp2's own GOAWAY processing when the peer says
-// goodbye on an idle connection, and nghttp2 then reads freed memory, which
-// aborts or corrupts the process (docs/security.md#the-http2-frame-guard). A
-// client's GOAWAY only tells the server not to push, and this server never
-// pushes; the TCP close that follows it ends the session as usual.
+// One direction of an HTTP/2 connection, filtered before the HTTP/2 stack
+// sees it: every GOAWAY frame is removed and, on the client-to-server half,
+// the connection preface is checked first. Why GOAWAY: Deno's node:http2
+// (2.9.x) frees the nghttp2 session from inside nghttp2's own GOAWAY
+// processing when the peer says goodbye, and nghttp2 then reads freed memory,
+// which aborts or corrupts the process (docs/security.md#the-http2-frame-guard).
+// That holds for a server reading a client's goodbye and for a client (the
+// CLI) reading a server's. A client's GOAWAY only tells the server not to
+// push, and this server never pushes; a server's tells the client to open no
+// more streams, which its TCP close after the last call says as well. Either
+// way the close that follows ends the session as usual.
 //
 // Bytes pass through as slices of the chunks they arrived in; only a frame
 // header split across chunks is copied.
@@ -19,7 +22,12 @@ export class NotHttp2Error extends Error {
   override name = "NotHttp2Error";
 }
 
-export class ClientFrameFilter {
+/** What a server sends first is an ordinary SETTINGS frame: nothing to check. */
+export const NO_PREFACE = new Uint8Array(0);
+
+export class GoawayFilter {
+  /** The bytes the stream must start with (CLIENT_PREFACE, or NO_PREFACE). */
+  readonly #preface: Uint8Array;
   #prefaceSeen = 0;
   /** A frame header being collected across chunks. */
   readonly #header = new Uint8Array(FRAME_HEADER);
@@ -30,9 +38,13 @@ export class ClientFrameFilter {
   /** GOAWAY frames removed so far. */
   goawaysDropped = 0;
 
-  /** The whole client preface has arrived. */
+  constructor(preface: Uint8Array = CLIENT_PREFACE) {
+    this.#preface = preface;
+  }
+
+  /** The whole preface has arrived. */
   get prefaceDone(): boolean {
-    return this.#prefaceSeen === CLIENT_PREFACE.length;
+    return this.#prefaceSeen === this.#preface.length;
   }
 
   /** The bytes of `chunk` to forward, in order. Throws NotHttp2Error on a bad preface. */
@@ -45,7 +57,7 @@ export class ClientFrameFilter {
     };
     while (i < chunk.length) {
       if (!this.prefaceDone) {
-        if (chunk[i] !== CLIENT_PREFACE[this.#prefaceSeen]) {
+        if (chunk[i] !== this.#preface[this.#prefaceSeen]) {
           throw new NotHttp2Error("the connection did not start with the HTTP/2 client preface");
         }
         this.#prefaceSeen++;

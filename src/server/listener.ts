@@ -8,11 +8,10 @@
 // and not grpc-js's: docs/security.md#the-http2-frame-guard.
 
 import { getLogger } from "@logtape/logtape";
-import type { Buffer } from "node:buffer";
 import * as net from "node:net";
-import { Duplex } from "node:stream";
+import type { Duplex } from "node:stream";
 import * as tls from "node:tls";
-import { ClientFrameFilter } from "./h2_frame_guard.ts";
+import { GuardedStream, peerKey } from "./guarded_stream.ts";
 import type { ListenerLimits } from "./limits.ts";
 
 const log = getLogger(["bigfleet", "listener"]);
@@ -45,15 +44,13 @@ export interface Listener {
   destroyAll(): void;
 }
 
-export function peerKey(address: string | undefined, port: number | undefined): string {
-  return `${address}:${port}`;
-}
+export { peerKey };
 
 export async function startListener(opts: ListenerOptions): Promise<Listener> {
   const { limits } = opts;
   /** Every open connection, oldest first; true once it reached HTTP/2. */
   const open = new Map<net.Socket, boolean>();
-  const tlsPeers = new Map<string, GuardedConnection>();
+  const tlsPeers = new Map<string, GuardedStream>();
   let lastCapWarning = 0;
 
   function admit(raw: net.Socket): boolean {
@@ -93,11 +90,16 @@ export async function startListener(opts: ListenerOptions): Promise<Listener> {
   }
 
   function guard(raw: net.Socket, plain: net.Socket, cert: tls.PeerCertificate | null): void {
-    const conn = new GuardedConnection(plain, limits.maxUnreadBytes, () => {
-      // Shed or closed meanwhile: nothing to hand on.
-      if (raw.destroyed || !open.has(raw)) return conn.destroy();
-      open.set(raw, true);
-      opts.onConnection(conn);
+    const conn: GuardedStream = new GuardedStream(plain, {
+      preface: true,
+      maxUnread: limits.maxUnreadBytes,
+      lingerMs: LINGER_MS,
+      onPreface: () => {
+        // Shed or closed meanwhile: nothing to hand on.
+        if (raw.destroyed || !open.has(raw)) return conn.destroy();
+        open.set(raw, true);
+        opts.onConnection(conn);
+      },
     });
     if (plain instanceof tls.TLSSocket) {
       const key = peerKey(conn.remoteAddress, conn.remotePort);
@@ -183,101 +185,4 @@ export async function startListener(opts: ListenerOptions): Promise<Listener> {
       for (const raw of open.keys()) raw.destroy();
     },
   };
-}
-
-/**
- * One client connection as grpc-js sees it: client bytes filtered, server
- * bytes written straight through, closed when the client leaves more than
- * `maxUnread` response bytes unread.
- */
-class GuardedConnection extends Duplex {
-  readonly #sock: net.Socket;
-  readonly #filter = new ClientFrameFilter();
-  readonly #maxUnread: number;
-  #onPreface: (() => void) | null;
-  certificate: tls.PeerCertificate | null = null;
-
-  constructor(sock: net.Socket, maxUnread: number, onPreface: () => void) {
-    super({ allowHalfOpen: false });
-    this.#sock = sock;
-    this.#maxUnread = maxUnread;
-    this.#onPreface = onPreface;
-    // grpc-js and node:http2 listen for 'error' only once they have the stream.
-    this.on("error", () => {});
-    sock.on("data", (chunk: Buffer) => this.#inbound(chunk));
-    sock.on("end", () => this.push(null));
-    sock.on("close", () => this.destroy());
-  }
-
-  #inbound(chunk: Uint8Array): void {
-    let parts: Uint8Array[];
-    try {
-      parts = this.#filter.push(chunk);
-    } catch (e) {
-      log.debug("{peer}: {error}", { peer: this.#peer(), error: (e as Error).message });
-      this.destroy();
-      return;
-    }
-    for (const part of parts) {
-      if (!this.push(part)) this.#sock.pause();
-    }
-    if (this.#onPreface && this.#filter.prefaceDone) {
-      const start = this.#onPreface;
-      this.#onPreface = null;
-      start();
-    }
-  }
-
-  override _read(): void {
-    this.#sock.resume();
-  }
-
-  override _write(chunk: Uint8Array, _enc: string, done: (e?: Error | null) => void): void {
-    this.#sock.write(chunk);
-    if (this.#sock.writableLength > this.#maxUnread) {
-      log.warn("{peer} left more than {max} response bytes unread; closing its connection", {
-        peer: this.#peer(),
-        max: this.#maxUnread,
-      });
-      this.destroy();
-    }
-    done();
-  }
-
-  override _final(done: (e?: Error | null) => void): void {
-    this.#sock.end();
-    // Our side is done; a client that never closes its own may not keep the slot.
-    const linger = setTimeout(() => this.#sock.destroy(), LINGER_MS);
-    this.#sock.once("close", () => clearTimeout(linger));
-    done();
-  }
-
-  override _destroy(_e: Error | null, done: (e?: Error | null) => void): void {
-    this.#sock.destroy();
-    done(null);
-  }
-
-  #peer(): string {
-    return peerKey(this.remoteAddress, this.remotePort);
-  }
-
-  get remoteAddress(): string | undefined {
-    return this.#sock.remoteAddress;
-  }
-  get remotePort(): number | undefined {
-    return this.#sock.remotePort;
-  }
-  get remoteFamily(): string | undefined {
-    return this.#sock.remoteFamily;
-  }
-  get localAddress(): string | undefined {
-    return this.#sock.localAddress;
-  }
-  get localPort(): number | undefined {
-    return this.#sock.localPort;
-  }
-  setNoDelay(noDelay?: boolean): this {
-    this.#sock.setNoDelay(noDelay);
-    return this;
-  }
 }

@@ -378,6 +378,38 @@ Deno.test({
 });
 
 Deno.test({
+  name:
+    "machines watch: a provider's graceful stop ends it with exit 1 and the lost call, never a crash (its GOAWAY never reaches node:http2)",
+  ...opts,
+  async fn() {
+    // MALLOC_PERTURB_ fills freed memory, so the use-after-free a GOAWAY
+    // triggers in Deno's node:http2 crashes every time instead of by luck
+    // (docs/security.md#the-http2-frame-guard).
+    for (const round of [1, 2]) {
+      const proc = await startProvider({ args: fakeProviderArgs({ seed: 2, provider: "gw" }) });
+      const w = spawnCli(["machines", "watch", `--target=${proc.addr}`, "--interval=50ms"], {
+        env: { MALLOC_PERTURB_: "165" },
+      });
+      try {
+        await w.waitForLine((l) => l.startsWith("gw/"), "a first row");
+        proc.kill("SIGTERM");
+        assert.equal((await proc.exited).code, 0, "the provider stopped gracefully");
+        const st = await w.status;
+        assert.equal(st.signal, null, `round ${round}: watch died of ${st.signal}`);
+        assert.equal(st.code, 1, w.stderr());
+        assert.match(
+          w.stderr(),
+          new RegExp(`^error: List on 127\\.0\\.0\\.1:${proc.port} failed: UNAVAILABLE \\(14\\): `),
+        );
+      } finally {
+        w.kill("SIGKILL");
+        await proc.stop();
+      }
+    }
+  },
+});
+
+Deno.test({
   name: "machines watch: each List after the first passes back the revision it was given (-o yaml)",
   ...opts,
   async fn() {

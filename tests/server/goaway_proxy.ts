@@ -2,7 +2,7 @@
 // unchanged and counts the GOAWAY frames clients send, so a test can show
 // its clients really said goodbye.
 
-import { ClientFrameFilter } from "../../src/server/h2_frame_guard.ts";
+import { GoawayFilter } from "../../src/server/h2_frame_guard.ts";
 import { startProxy, type TestProxy } from "./throttle_proxy.ts";
 
 export interface GoawayProxy extends TestProxy {
@@ -12,11 +12,11 @@ export interface GoawayProxy extends TestProxy {
 
 export function startGoawayProxy(targetPort: number): GoawayProxy {
   // The guard's own parser, used only to count: what it would drop is forwarded.
-  const counters = new Map<number, ClientFrameFilter>();
+  const counters = new Map<number, GoawayFilter>();
   const proxy = startProxy(targetPort, {
     onUpstream(connection, bytes) {
       let counter = counters.get(connection);
-      if (!counter) counters.set(connection, counter = new ClientFrameFilter());
+      if (!counter) counters.set(connection, counter = new GoawayFilter());
       try {
         counter.push(bytes);
       } catch { /* not HTTP/2: nothing to count */ }

@@ -4,7 +4,8 @@
 import assert from "node:assert/strict";
 import {
   CLIENT_PREFACE,
-  ClientFrameFilter,
+  GoawayFilter,
+  NO_PREFACE,
   NotHttp2Error,
 } from "../../src/server/h2_frame_guard.ts";
 import { concat, frame as frameWithFlags } from "./hostile_clients.ts";
@@ -23,8 +24,8 @@ function goaway(lastStreamId: number, code = 0): Uint8Array {
 }
 
 /** Feed `chunks` through a fresh filter; the concatenated output. */
-function run(chunks: Uint8Array[]): { out: Uint8Array; filter: ClientFrameFilter } {
-  const filter = new ClientFrameFilter();
+function run(chunks: Uint8Array[]): { out: Uint8Array; filter: GoawayFilter } {
+  const filter = new GoawayFilter();
   const parts: Uint8Array[] = [];
   for (const c of chunks) parts.push(...filter.push(c));
   return { out: concat(parts), filter };
@@ -47,7 +48,7 @@ const ping = frame(PING, 0, new Uint8Array(8).fill(1));
 
 Deno.test("h2 guard: preface and ordinary frames pass unchanged, without copying", () => {
   const wire = concat([CLIENT_PREFACE, settings, headers, data, ping]);
-  const filter = new ClientFrameFilter();
+  const filter = new GoawayFilter();
   const out = filter.push(wire);
   assert.equal(out.length, 1);
   assert.deepEqual(out[0], wire);
@@ -112,14 +113,27 @@ Deno.test("h2 guard: random frames in random chunks match a frame-by-frame filte
 });
 
 Deno.test("h2 guard: a connection that does not start with the preface is refused", () => {
-  const filter = new ClientFrameFilter();
+  const filter = new GoawayFilter();
   assert.deepEqual(filter.push(CLIENT_PREFACE.subarray(0, 10)), [CLIENT_PREFACE.subarray(0, 10)]);
   assert.equal(filter.prefaceDone, false);
   assert.throws(() => filter.push(new TextEncoder().encode("GET / HTTP/1.1\r\n")), NotHttp2Error);
   assert.throws(
-    () => new ClientFrameFilter().push(new TextEncoder().encode("GET / HTTP/1.1\r\n")),
+    () => new GoawayFilter().push(new TextEncoder().encode("GET / HTTP/1.1\r\n")),
     NotHttp2Error,
   );
   // TLS ClientHello bytes on the plaintext port.
-  assert.throws(() => new ClientFrameFilter().push(new Uint8Array([0x16, 3, 1])), NotHttp2Error);
+  assert.throws(() => new GoawayFilter().push(new Uint8Array([0x16, 3, 1])), NotHttp2Error);
+});
+
+Deno.test("h2 guard, server to client: no preface expected, the server's GOAWAY removed at any split", () => {
+  // What a provider sends a client: SETTINGS first, answers, then GOAWAY on a graceful stop.
+  const wire = concat([settings, headers, data, goaway(1), ping, goaway(1, 0)]);
+  const want = concat([settings, headers, data, ping]);
+  for (let a = 0; a <= wire.length; a++) {
+    const filter = new GoawayFilter(NO_PREFACE);
+    const parts = split(wire, [a]).flatMap((c) => filter.push(c));
+    assert.deepEqual(concat(parts), want, `split at ${a}`);
+    assert.ok(filter.prefaceDone);
+    assert.equal(filter.goawaysDropped, 2);
+  }
 });
