@@ -4,12 +4,14 @@
 // nothing is served. A graceful stop that saw every running transition finish
 // exits 0; one cut short by --shutdown-timeout or by a second signal (which
 // stops at once) exits 1, and what was cut comes back FAILED at the next start.
+// A signal while starting is kept until the provider serves; a second one
+// then exits at once.
 
 import { getLogger } from "@logtape/logtape";
 import { FLAG_TABLE, parseArgv } from "../config/flags.ts";
 import { loadConfig } from "../config/load.ts";
 import { ConfigError } from "../config/types.ts";
-import { startApp } from "../app.ts";
+import { type App, startApp } from "../app.ts";
 import { installCrashGuards } from "../server/guards.ts";
 import { setupLogging } from "../server/log.ts";
 import { createMetrics } from "../server/metrics.ts";
@@ -76,26 +78,12 @@ async function runServe(args: string[], ctx: Context): Promise<number> {
   for (const warning of config.warnings) log.warn(warning);
   const metrics = createMetrics();
   installCrashGuards(metrics);
-  let app;
-  try {
-    app = await startApp(config, { metrics });
-  } catch (e) {
-    return fail(firstLine(e), EXIT_FAILURE);
-  }
   const stopped = Promise.withResolvers<number>();
   const now = new AbortController();
+  let app: App | null = null;
   let signalledAt: number | null = null;
-  const onSignal = () => {
-    if (signalledAt !== null) {
-      if (now.signal.aborted || performance.now() - signalledAt < SAME_SIGNAL_MS) return;
-      console.error("error: second signal during shutdown; stopping now");
-      now.abort();
-      // Nothing left to wait for but closing; never hang on it.
-      setTimeout(() => stopped.resolve(EXIT_FAILURE), URGENT_STOP_MS);
-      return;
-    }
-    signalledAt = performance.now();
-    app.stop(now.signal).then(
+  const beginStop = (running: App) => {
+    running.stop(now.signal).then(
       ({ unfinished }) =>
         stopped.resolve(unfinished.length === 0 && !now.signal.aborted ? EXIT_OK : EXIT_FAILURE),
       (e) => {
@@ -104,8 +92,35 @@ async function runServe(args: string[], ctx: Context): Promise<number> {
       },
     );
   };
+  const onSignal = () => {
+    if (signalledAt !== null) {
+      if (now.signal.aborted || performance.now() - signalledAt < SAME_SIGNAL_MS) return;
+      now.abort();
+      if (app === null) {
+        // Still starting: nothing serves yet and every state write survives a kill.
+        console.error("error: second signal during startup; stopping now");
+        Deno.exit(EXIT_FAILURE);
+      }
+      console.error("error: second signal during shutdown; stopping now");
+      // Nothing left to wait for but closing; never hang on it.
+      setTimeout(() => stopped.resolve(EXIT_FAILURE), URGENT_STOP_MS);
+      return;
+    }
+    signalledAt = performance.now();
+    if (app === null) {
+      log.info("signal during startup: stopping as soon as the provider has started");
+    } else beginStop(app);
+  };
+  // Before startup, so a signal that comes while the port already accepts (or
+  // sooner) is a graceful stop and not the runtime's default of dying at once.
   Deno.addSignalListener("SIGINT", onSignal);
   Deno.addSignalListener("SIGTERM", onSignal);
+  try {
+    app = await startApp(config, { metrics });
+  } catch (e) {
+    return fail(firstLine(e), EXIT_FAILURE);
+  }
+  if (signalledAt !== null) beginStop(app);
   return await stopped.promise;
 }
 

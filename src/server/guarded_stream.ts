@@ -51,6 +51,9 @@ export class GuardedStream extends Duplex {
     sock.on("data", (chunk: Buffer) => this.#inbound(chunk));
     sock.on("end", () => this.push(null));
     sock.on("close", () => this.destroy());
+    // A reset or a TLS failure ends this stream as the close after it would;
+    // unheard, the socket's 'error' would be an uncaught exception.
+    sock.on("error", () => this.destroy());
   }
 
   /** GOAWAY frames the peer sent that were removed. */

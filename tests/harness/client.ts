@@ -3,6 +3,7 @@
 // like a grpc-go test that dials its own ClientConn.
 
 import * as grpc from "@grpc/grpc-js";
+import { guardGoaway } from "../../src/cli/goaway_guard.ts";
 import { capacityProviderCtor } from "./proto.ts";
 import type {
   ConfigureRequest,
@@ -87,12 +88,16 @@ export class ProviderClient {
 
   constructor(readonly addr: string, opts: DialOptions = {}) {
     const Ctor = capacityProviderCtor();
-    this.#client = new Ctor(addr, opts.credentials ?? grpc.credentials.createInsecure(), {
-      ...opts.channelOptions,
-      "grpc.max_receive_message_length": opts.maxReceiveBytes ?? DEFAULT_RECEIVE_BYTES,
-      "grpc.max_send_message_length": -1,
-      "grpc.use_local_subchannel_pool": 1,
-    });
+    this.#client = new Ctor(
+      addr,
+      opts.credentials ?? guardGoaway(grpc.credentials.createInsecure()),
+      {
+        ...opts.channelOptions,
+        "grpc.max_receive_message_length": opts.maxReceiveBytes ?? DEFAULT_RECEIVE_BYTES,
+        "grpc.max_send_message_length": -1,
+        "grpc.use_local_subchannel_pool": 1,
+      },
+    );
     this.#deadlineMs = opts.deadlineMs ?? 30_000;
   }
 

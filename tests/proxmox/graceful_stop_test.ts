@@ -8,10 +8,11 @@
 
 import assert from "node:assert/strict";
 import { SAME_SIGNAL_MS } from "../../src/cli/serve.ts";
-import { Harness, MachineState, sleep } from "../harness/mod.ts";
+import { freePort, Harness, MachineState, sleep } from "../harness/mod.ts";
+import { spawnProvider } from "../harness/process.ts";
 import { httpGet, waitFor } from "../server/helpers.ts";
 import type { OpsProvider } from "../server/helpers.ts";
-import { providerRig } from "./helpers.ts";
+import { providerArgs, providerRig } from "./helpers.ts";
 import type { ProviderRig } from "./helpers.ts";
 
 /** Longer than the 15 s the provider used to wait for transitions before exiting. */
@@ -155,4 +156,68 @@ Deno.test("graceful stop: --shutdown-timeout bounds the wait; the Create comes b
   const m = await servedAfterRestart(r, id);
   assert.equal(m.state, MachineState.FAILED);
   assert.match(m.last_error, /create transition interrupted by a provider restart/);
+});
+
+/**
+ * A provider still starting: its first node list (GET /nodes) is held for
+ * `holdMs` before a 596, and `fn` runs once the request has arrived.
+ */
+async function duringStartup(
+  r: ProviderRig,
+  holdMs: number,
+  fn: (p: ReturnType<typeof spawnProvider>) => Promise<void>,
+): Promise<void> {
+  let asked = false;
+  r.sim.faults.http596.push({ path: /^\/nodes$/, method: "GET", count: 1, delayMs: holdMs });
+  r.sim.faults.onRequest = (method, path) => {
+    if (method === "GET" && path === "/nodes") asked = true;
+  };
+  const args = [
+    ...providerArgs(r.sim, r.tokenFile),
+    `--state=${r.state}`,
+    `--addr=127.0.0.1:${freePort()}`,
+  ];
+  const p = spawnProvider(args);
+  try {
+    await waitFor("the startup's node list", () => asked, 20_000);
+    await fn(p);
+  } finally {
+    try {
+      p.child.kill("SIGKILL");
+    } catch { /* gone */ }
+    await p.child.status;
+    await p.pumped;
+  }
+}
+
+Deno.test("graceful stop: a signal while the provider starts stops it once started, exit 0, not a kill", async () => {
+  await using r = await rig();
+  await duringStartup(r, 2_000, async (p) => {
+    p.child.kill("SIGTERM");
+    const status = await p.child.status;
+    assert.equal(status.signal, null, `killed by ${status.signal}: ${p.stderr()}`);
+    assert.equal(status.code, 0, p.stderr());
+    assert.match(p.stderr(), /signal during startup: stopping as soon as the provider has started/);
+    assert.match(p.stderr(), /serving CapacityProvider/, "it finished starting first");
+  });
+});
+
+Deno.test("graceful stop: a second signal while the provider starts exits 1 at once", async () => {
+  await using r = await rig();
+  await duringStartup(r, 10_000, async (p) => {
+    p.child.kill("SIGTERM");
+    await waitFor(
+      "the first signal noted",
+      () => /signal during startup/.test(p.stderr()) || undefined,
+      5_000,
+    );
+    await sleep(SAME_SIGNAL_MS + 50);
+    const t0 = performance.now();
+    p.child.kill("SIGTERM");
+    const status = await p.child.status;
+    assert.equal(status.code, 1, p.stderr());
+    assert.ok(performance.now() - t0 < 5_000, "at once, not after the held node list");
+    assert.match(p.stderr(), /error: second signal during startup; stopping now/);
+    assert.doesNotMatch(p.stderr(), /serving CapacityProvider/);
+  });
 });
