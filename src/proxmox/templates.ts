@@ -4,7 +4,7 @@
 // ISOs, the cloud-init drive) is on shared storage (docs/proxmox-notes.md
 // "Templates and storage"), so the answer depends on the template's
 // config and the cluster's storage.cfg. Used by Create, by the startup check
-// (checkOfferingTemplates) and by the preflight command (src/cli/preflight_checks.ts).
+// (checkOfferingTemplates) and by the preflight command (src/proxmox/preflight.ts).
 
 import { getLogger } from "@logtape/logtape";
 import type { InstanceType, TemplateSource } from "../config/types.ts";
