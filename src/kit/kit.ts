@@ -22,14 +22,8 @@ import { describeChange } from "./capacity.ts";
 import { EDGES, NO_PAIRS, State, STATE_NAMES } from "./model.ts";
 import type { MachineRecord, OpKind, Pairs, Slot } from "./model.ts";
 import type { StateStore } from "./store.ts";
+import { type Timeouts, withDefaultTimeouts } from "./timeouts.ts";
 import { createTransitionLog, type KitObserver } from "./transitions.ts";
-
-export interface Timeouts {
-  create: number;
-  configure: number;
-  drain: number;
-  delete: number;
-}
 
 export interface KitOptions {
   provider: string;
@@ -181,13 +175,6 @@ export interface Kit {
   close(waitMs?: number): Promise<void>;
 }
 
-export const DEFAULT_TIMEOUTS: Timeouts = {
-  create: 8 * 60_000,
-  configure: 8 * 60_000,
-  drain: 15 * 60_000,
-  delete: 5 * 60_000,
-};
-
 const MAX_ID_BYTES = 512;
 /** Bound of an adoption's inspection (a destroy has the Delete timeout). */
 const ADOPT_MS = 2 * 60_000;
@@ -198,7 +185,7 @@ const log = getLogger(["bigfleet", "kit"]);
 
 export async function startKit(opts: KitOptions): Promise<Kit> {
   const { backend, store, provider } = opts;
-  const timeouts: Timeouts = { ...DEFAULT_TIMEOUTS, ...opts.timeouts };
+  const timeouts = withDefaultTimeouts(opts.timeouts);
   const maxMetadata = opts.maxMetadataBytes ?? DEFAULT_MAX_METADATA;
 
   // ---- boot: reload, or build the first inventory -------------------------

@@ -5,7 +5,7 @@
 import { getLogger } from "@logtape/logtape";
 import type { Config } from "../config/types.ts";
 import { type Backend, BackendError, type SlotSpec } from "../kit/backend.ts";
-import { DEFAULT_TIMEOUTS } from "../kit/kit.ts";
+import { withDefaultTimeouts } from "../kit/timeouts.ts";
 import { createCloner } from "./clone.ts";
 import { connectApi } from "./connect.ts";
 import {
@@ -67,8 +67,9 @@ export async function createProxmoxBackend(
     pool: px.pool,
     clonesPerStorage: px.clonesPerStorage,
   });
-  const drainTimeoutMs = deps.timeouts?.drain ?? DEFAULT_TIMEOUTS.drain;
-  const configureTimeoutMs = deps.timeouts?.configure ?? DEFAULT_TIMEOUTS.configure;
+  const { drain: drainTimeoutMs, configure: configureTimeoutMs } = withDefaultTimeouts(
+    deps.timeouts,
+  );
   /** One Create per machine at a time inside this process; a second call joins the first. */
   const creating = new Map<string, Promise<Located>>();
 

@@ -2,7 +2,7 @@
 // the timing knobs, and the context object handed to each module.
 
 import type { Backoff } from "../kit/deadline.ts";
-import type { Timeouts } from "../kit/kit.ts";
+import type { Timeouts } from "../kit/timeouts.ts";
 import type { ApiClient } from "./http.ts";
 import { NodeOutages } from "./nodes.ts";
 import { TagPolicy } from "./tags.ts";

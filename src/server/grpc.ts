@@ -10,8 +10,8 @@ import * as grpc from "@grpc/grpc-js";
 import { Buffer } from "node:buffer";
 import { setImmediate } from "node:timers";
 import type { TlsOptions } from "node:tls";
-import { fileURLToPath } from "node:url";
 import type { Ack, Kit } from "../kit/kit.ts";
+import { PROTO_PATH } from "../proto.ts";
 import { Code, KitError } from "../kit/errors.ts";
 import { encodeRevision } from "../kit/revision.ts";
 import { assertShardAllowed, peerShardIds } from "./identity.ts";
@@ -83,9 +83,6 @@ export interface GrpcServer {
 }
 
 export const SERVICE = "bigfleet.v1alpha1.CapacityProvider";
-export const PROTO_PATH = fileURLToPath(
-  new URL("../../proto/bigfleet/v1alpha1/provider.proto", import.meta.url),
-);
 
 /** Where gRPC serves a method: /<package>.<service>/<method>, as protoc names it. */
 export function methodPath(method: Method): string {
