@@ -38,6 +38,9 @@ export interface KitOptions {
   observer?: KitObserver;
 }
 
+// The lifecycle requests, as the server's codec decodes them (src/server/codec.ts).
+
+/** What every lifecycle call carries; all a Create or a Delete carries. */
 export interface Call {
   machineId: string;
   token: Token;
