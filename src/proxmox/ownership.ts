@@ -3,7 +3,7 @@
 // existing VM goes through here first.
 
 import { BackendError, type HostedMachine } from "../kit/backend.ts";
-import type { Located, ProxmoxContext } from "./context.ts";
+import { type Located, type ProxmoxContext, vmOf } from "./context.ts";
 import { machineTag, parseHostRef, parseMarker, parseTags } from "./naming.ts";
 import { isPermissionError, listResources, readConfig, type VmConfig, waitUnlocked } from "./vm.ts";
 
@@ -34,7 +34,7 @@ export async function relocate(
   for (const n of nodes) {
     if (n === skip) continue;
     try {
-      if ((await readConfig(api, n, vmid, signal)) !== null) return n;
+      if ((await readConfig({ api, node: n, vmid }, signal)) !== null) return n;
     } catch (err) {
       if (signal.aborted) throw err;
     }
@@ -54,7 +54,10 @@ export async function followMove(
 ): Promise<{ node: string; config: VmConfig | null }> {
   const moved = await relocate(ctx, vmid, from, signal);
   if (moved === null) return { node: from, config: null };
-  return { node: moved, config: await waitUnlocked(ctx.api, moved, vmid, ctx.timing, signal) };
+  return {
+    node: moved,
+    config: await waitUnlocked(vmOf(ctx, { node: moved, vmid }), ctx.timing, signal),
+  };
 }
 
 export function ownedBy(config: VmConfig, machineId: string): "ours" | "foreign" {
@@ -71,7 +74,7 @@ export async function locateOwned(
 ): Promise<Located> {
   const ref = requireHostRef(machine);
   let node = ref.node;
-  let config = await waitUnlocked(ctx.api, node, ref.vmid, ctx.timing, signal);
+  let config = await waitUnlocked(vmOf(ctx, ref), ctx.timing, signal);
   if (config === null) ({ node, config } = await followMove(ctx, ref.vmid, node, signal));
   if (config === null) {
     throw new BackendError(`VM ${ref.vmid} of machine ${machine.machineId} no longer exists`);
