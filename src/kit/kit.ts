@@ -12,7 +12,7 @@
 import { getLogger } from "@logtape/logtape";
 import type { Backend, HostedMachine, HostInspection } from "./backend.ts";
 import { Code, KitError } from "./errors.ts";
-import { formatMs, withDeadline } from "./deadline.ts";
+import { DeadlineError, formatMs, withDeadline } from "./deadline.ts";
 import { createFenceTable } from "./fence.ts";
 import type { Token } from "./fence.ts";
 import { openFleet } from "./fleet.ts";
@@ -455,7 +455,9 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
     }
     if (err !== null) {
       const message = err instanceof Error ? err.message : String(err);
-      const lastError = (message.startsWith(kind) ? message : `${kind} failed: ${message}`)
+      // The deadline's own message already reads `<kind> timed out after …`; a backend's
+      // text is the backend's, whatever it begins with.
+      const lastError = (err instanceof DeadlineError ? message : `${kind} failed: ${message}`)
         .slice(0, MAX_ERROR_CHARS);
       const failed: MachineRecord = { ...m, state: State.Failed, lastError };
       fleet.put(failed);
@@ -492,6 +494,8 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
         `machine ${id} is ${STATE_NAMES[before.state]}, not FAILED: nothing to recover`,
       );
     }
+    // Which transition failed is recorded only in last_error, which the kit always writes as
+    // `<kind> …` (complete(), the deadline, inventory.ts's restart note): its own format.
     if (action === "adopt" && !before.lastError.startsWith("create ")) {
       throw refused(
         `only a FAILED Create can be adopted; ${id} failed with "${before.lastError}": ` +
@@ -511,7 +515,7 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
       recovering.delete(id);
       inflight.delete(finished);
     });
-    // A graceful stop waits for it like for a transition.
+    // A graceful stop waits for it like for a transition; its outcome is the caller's.
     const finished = work.then(() => {}, () => {});
     inflight.set(finished, id);
     return await work;

@@ -12,6 +12,7 @@
 // file), then removes the parts. Each file-write returns only after QGA's
 // file-close, so concatenating the confirmed parts in order is byte-exact.
 
+import { getLogger } from "@logtape/logtape";
 import { BackendError } from "../kit/backend.ts";
 import { isTransient, ProxmoxApiError, serverTextOf } from "./errors.ts";
 import { type Backoff, pollUntil, pollWithin, sleep } from "../kit/deadline.ts";
@@ -127,6 +128,8 @@ export function chunkSizeFor(file: string): number {
   return size;
 }
 
+const log = getLogger(["bigfleet", "proxmox"]);
+
 /** Calls per file-write on transient failures, and the waits between them. */
 const WRITE_ATTEMPTS = 3;
 const WRITE_RETRY: Backoff = { initialMs: 250, maxMs: 1000, factor: 2 };
@@ -195,11 +198,17 @@ export async function writeGuestFile(
     signal,
   );
   if (res.exitCode !== 0) {
-    // Best effort: the parts hold the secret blob; do not leave them behind.
+    // Best effort: the parts hold the secret blob; do not leave them behind. The assembly's
+    // failure is what the caller gets; a cleanup that fails too is said here (paths only).
     const cleanup = `rm -f -- ${[`${file}.assemble`, ...parts].map(shQuote).join(" ")}`;
-    await runCommand(vm, ["/bin/sh", "-c", cleanup], execTiming, signal).catch(
-      () => {},
-    );
+    await runCommand(vm, ["/bin/sh", "-c", cleanup], execTiming, signal).then((r) => {
+      if (r.exitCode !== 0) throw commandFailed("removing them", r);
+    }).catch((err) => {
+      log.warn(
+        "the parts of {file} may remain in VM {vmid}: {error}; remove {file}.part* in the guest",
+        { file, vmid: vm.vmid, node: vm.node, error: (err as Error).message },
+      );
+    });
     throw commandFailed(`assembling ${file} from ${parts.length} parts in the guest`, res);
   }
   return { parts: parts.length };

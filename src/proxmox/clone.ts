@@ -133,6 +133,9 @@ export function createCloner(ctx: ProxmoxContext, limits: CloneLimits): CloneOrA
     if (range !== null && Date.now() - range.at < 60_000) return range;
     const dc = await readDatacenterOptions(api, signal).catch((err) => {
       if (signal.aborted) throw err;
+      log.warn("could not read the next-id range ({error}); using the default for a minute", {
+        error: (err as Error).message,
+      });
       return null;
     });
     if (dc !== null && !dc.readable && range === null) {
@@ -169,6 +172,7 @@ export function createCloner(ctx: ProxmoxContext, limits: CloneLimits): CloneOrA
       try {
         return parse(await api.get("/cluster/nextid", { vmid: id }, signal));
       } catch (err) {
+        // 400: that VMID is taken; try the next one.
         if (!(err instanceof ProxmoxApiError && err.status === 400)) throw err;
       }
     }
@@ -214,10 +218,14 @@ export function createCloner(ctx: ProxmoxContext, limits: CloneLimits): CloneOrA
     const read = () => ({
       at: Date.now(),
       // Shared by every Create, so not cut short by one of them. Storages the
-      // token cannot see count as local: the stricter of the two bounds.
-      map: readStorages(api, AbortSignal.timeout(timing.requestTimeoutMs)).catch(() =>
-        new Map<string, StorageInfo>()
-      ),
+      // token cannot see count as local: the stricter of the two bounds (all
+      // of them while storage.cfg cannot be read).
+      map: readStorages(api, AbortSignal.timeout(timing.requestTimeoutMs)).catch((err) => {
+        log.debug("could not read storage.cfg ({error}); every storage counts as local", {
+          error: (err as Error).message,
+        });
+        return new Map<string, StorageInfo>();
+      }),
     });
     storages ??= read();
     let map = await storages.map;
@@ -632,6 +640,7 @@ async function legacyRaceLost(
   try {
     return (await readConfig(vmOf(ctx, at), signal)) !== null;
   } catch {
+    // No evidence of a race: the caller handles the refusal as the error it is.
     return false;
   }
 }
@@ -652,6 +661,12 @@ async function settleAmbiguousClone(
         exists = (await readConfig({ api, node, vmid }, signal)) !== null;
       } catch (err) {
         if (signal.aborted) throw err;
+        // Unreadable now counts as not there yet: asked again until cloneSettleMs.
+        log.debug("could not look for VM {vmid} on {node}: {error}", {
+          vmid,
+          node,
+          error: (err as Error).message,
+        });
       }
       if (exists) return await resolveCandidate(ctx, { node, vmid }, slot.machineId, signal);
     }

@@ -2,10 +2,13 @@
 // was made on, but VMs migrate and VMIDs get reused: every touch of an
 // existing VM goes through here first.
 
+import { getLogger } from "@logtape/logtape";
 import { BackendError, type HostedMachine } from "../kit/backend.ts";
 import { type Located, type ProxmoxContext, vmOf } from "./context.ts";
 import { machineTag, parseHostRef, parseMarker, parseTags } from "./naming.ts";
 import { isPermissionError, listResources, readConfig, type VmConfig, waitUnlocked } from "./vm.ts";
+
+const log = getLogger(["bigfleet", "proxmox"]);
 
 /** The node and VMID a machine's host ref names. */
 export function requireHostRef(machine: HostedMachine): { node: string; vmid: number } {
@@ -37,6 +40,12 @@ export async function relocate(
       if ((await readConfig({ api, node: n, vmid }, signal)) !== null) return n;
     } catch (err) {
       if (signal.aborted) throw err;
+      // A node that cannot answer (down, no rights there) does not stop the search.
+      log.debug("could not look for VM {vmid} on {node}: {error}", {
+        vmid,
+        node: n,
+        error: (err as Error).message,
+      });
     }
   }
   return null;

@@ -269,6 +269,7 @@ class Checks {
   #cachedStorages(): Promise<Map<string, StorageInfo>> {
     if (this.#storages === null) {
       const p = readStorages(this.api, this.signal);
+      // A failed read is not kept: its callers get the error, the next call reads again.
       p.catch(() => this.#storages = null);
       this.#storages = p;
     }
@@ -454,6 +455,8 @@ class Checks {
   async #demand(found: readonly Found[]): Promise<Map<string, Demand>> {
     const out = new Map<string, Demand>();
     if (!found.some((f) => f.clonable)) return out;
+    // Unreadable, every storage counts as local (the stricter bound); the template check that
+    // reads it too reports the error.
     const storages = await this.#cachedStorages().catch(() => new Map<string, StorageInfo>());
     for (const f of found.filter((x) => x.clonable)) {
       for (const v of templateVolumes(f.tmpl.config)) {

@@ -33,6 +33,7 @@ export class Permissions {
     if (p === undefined) {
       p = this.#api.get<Record<string, unknown>>("/access/permissions", { path }, this.#signal)
         .then((data) => toGranted(data?.[path] ?? Object.values(data ?? {})[0]));
+      // A failed read is not kept: its callers get the error, the next call reads again.
       p.catch(() => this.#paths.delete(path));
       this.#paths.set(path, p);
     }

@@ -73,6 +73,7 @@ export async function isMissingHere(
     const hit = (await listResources(api, signal)).find((e) => e.vmid === vmid);
     return hit === undefined || hit.node !== node;
   } catch {
+    // The listing cannot tell either: not "missing", so the caller goes on with the original error.
     return false;
   }
 }
