@@ -7,11 +7,12 @@ import { getLogger } from "@logtape/logtape";
 import type { Config } from "./config/types.ts";
 import { createFakeBackend } from "./fake/backend.ts";
 import type { Backend } from "./kit/backend.ts";
-import { DEFAULT_TIMEOUTS, startKit } from "./kit/kit.ts";
-import type { Kit, Timeouts } from "./kit/kit.ts";
+import { startKit } from "./kit/kit.ts";
+import type { Kit } from "./kit/kit.ts";
 import { openKvStore } from "./kit/kv_store.ts";
 import { createMemoryStore } from "./kit/store.ts";
 import type { StateStore } from "./kit/store.ts";
+import { type Timeouts, withDefaultTimeouts } from "./kit/timeouts.ts";
 import { startAdminServer } from "./server/admin.ts";
 import type { AdminServer } from "./server/admin.ts";
 import { startGrpcServer } from "./server/grpc.ts";
@@ -69,7 +70,7 @@ export async function startApp(config: Config, opts: AppOptions = {}): Promise<A
   // First, so /healthz answers while the inventory loads and /readyz says 503.
   const ops = config.metricsAddr ? startOpsServer(config.metricsAddr, metrics, readiness) : null;
   const { tls, security } = listenerTls(config.tls);
-  const timeouts: Timeouts = { ...DEFAULT_TIMEOUTS, ...opts.timeouts };
+  const timeouts = withDefaultTimeouts(opts.timeouts);
 
   let backend: Backend | undefined;
   let store: StateStore | undefined;

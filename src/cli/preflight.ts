@@ -3,8 +3,9 @@
 // the Helm chart's `helm test`. Every check is one PASS/WARN/FAIL/SKIP line
 // with its fix; exit 0 only when nothing FAILs. It only reads: nothing is
 // created, changed or deleted, and no listener or state file is opened.
-// The checks and the report load when it runs: serving never needs them
-// (docs/performance.md#what-loads-before-the-port-opens).
+// The checks are the Proxmox backend's (src/proxmox/preflight.ts); this command
+// runs them and reports what they found. Both load when it runs: serving never
+// needs them (docs/performance.md#what-loads-before-the-port-opens).
 
 import { FLAG_TABLE, type FlagTable } from "../config/flags.ts";
 import { flagError, forFlag, quote } from "../config/errors.ts";
@@ -19,10 +20,10 @@ import {
   fail,
   parseCommandArgs,
   positiveDuration,
+  servingArgv,
   write,
 } from "./command.ts";
 import type { Format } from "./preflight_report.ts";
-import { skipped } from "./preflight_result.ts";
 
 const PREFLIGHT = "Preflight";
 
@@ -72,8 +73,8 @@ function parseFormat(text: string, formats: readonly Format[]): Format {
 async function runPreflightCommand(args: string[], ctx: Context): Promise<number> {
   const p = parseCommandArgs(FLAGS, args, ctx);
   if (typeof p === "number") return p;
-  const [{ runPreflight }, { FORMATS, ok, render }] = await Promise.all([
-    import("./preflight_checks.ts"),
+  const [{ runPreflight, skipped }, { FORMATS, ok, render }] = await Promise.all([
+    import("../proxmox/mod.ts"),
     import("./preflight_report.ts"),
   ]);
   const v = p.values as Record<string, string | boolean>;
@@ -83,11 +84,7 @@ async function runPreflightCommand(args: string[], ctx: Context): Promise<number
   try {
     format = parseFormat(String(v.output), FORMATS);
     deadlineMs = forFlag("timeout", () => positiveDuration(String(v.timeout)));
-    // The serving flags as serve would load them: the same table, defaults and checks.
-    const serving = Object.entries(FLAG_TABLE as FlagTable).flatMap(([name, spec]) =>
-      v[name] === spec.default ? [] : [`--${name}=${v[name]}`]
-    );
-    config = await loadConfig(serving);
+    config = await loadConfig(servingArgv(FLAG_TABLE as FlagTable, v));
   } catch (e) {
     if (e instanceof ConfigError) return fail(e.message, EXIT_USAGE);
     throw e;

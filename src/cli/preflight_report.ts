@@ -2,8 +2,8 @@
 // default: STATUS, check, subject: message, then the fix), or one document
 // for automation (`json`, `yaml`) with the same fields and a summary.
 
+import { type CheckResult, plural, type Status } from "../proxmox/mod.ts";
 import { cell, document } from "./machine_view.ts";
-import { type CheckResult, plural, type Status } from "./preflight_result.ts";
 
 export const FORMATS = ["text", "json", "yaml"] as const;
 export type Format = (typeof FORMATS)[number];

@@ -5,9 +5,7 @@
 
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
-import { PROTO_PATH } from "../server/grpc.ts";
-
-export { PROTO_PATH };
+import { PROTO_PATH } from "../proto.ts";
 
 export const LOADER_OPTIONS: protoLoader.Options = {
   keepCase: true,

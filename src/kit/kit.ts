@@ -12,7 +12,7 @@
 import { getLogger } from "@logtape/logtape";
 import type { Backend, HostedMachine, HostInspection } from "./backend.ts";
 import { Code, KitError } from "./errors.ts";
-import { formatMs, withDeadline } from "./deadline.ts";
+import { DeadlineError, formatMs, withDeadline } from "./deadline.ts";
 import { createFenceTable } from "./fence.ts";
 import type { Token } from "./fence.ts";
 import { openFleet } from "./fleet.ts";
@@ -22,14 +22,8 @@ import { describeChange } from "./capacity.ts";
 import { EDGES, NO_PAIRS, State, STATE_NAMES } from "./model.ts";
 import type { MachineRecord, OpKind, Pairs, Slot } from "./model.ts";
 import type { StateStore } from "./store.ts";
+import { type Timeouts, withDefaultTimeouts } from "./timeouts.ts";
 import { createTransitionLog, type KitObserver } from "./transitions.ts";
-
-export interface Timeouts {
-  create: number;
-  configure: number;
-  drain: number;
-  delete: number;
-}
 
 export interface KitOptions {
   provider: string;
@@ -44,6 +38,9 @@ export interface KitOptions {
   observer?: KitObserver;
 }
 
+// The lifecycle requests, as the server's codec decodes them (src/server/codec.ts).
+
+/** What every lifecycle call carries; all a Create or a Delete carries. */
 export interface Call {
   machineId: string;
   token: Token;
@@ -181,13 +178,6 @@ export interface Kit {
   close(waitMs?: number): Promise<void>;
 }
 
-export const DEFAULT_TIMEOUTS: Timeouts = {
-  create: 8 * 60_000,
-  configure: 8 * 60_000,
-  drain: 15 * 60_000,
-  delete: 5 * 60_000,
-};
-
 const MAX_ID_BYTES = 512;
 /** Bound of an adoption's inspection (a destroy has the Delete timeout). */
 const ADOPT_MS = 2 * 60_000;
@@ -198,7 +188,7 @@ const log = getLogger(["bigfleet", "kit"]);
 
 export async function startKit(opts: KitOptions): Promise<Kit> {
   const { backend, store, provider } = opts;
-  const timeouts: Timeouts = { ...DEFAULT_TIMEOUTS, ...opts.timeouts };
+  const timeouts = withDefaultTimeouts(opts.timeouts);
   const maxMetadata = opts.maxMetadataBytes ?? DEFAULT_MAX_METADATA;
 
   // ---- boot: reload, or build the first inventory -------------------------
@@ -465,7 +455,9 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
     }
     if (err !== null) {
       const message = err instanceof Error ? err.message : String(err);
-      const lastError = (message.startsWith(kind) ? message : `${kind} failed: ${message}`)
+      // The deadline's own message already reads `<kind> timed out after …`; a backend's
+      // text is the backend's, whatever it begins with.
+      const lastError = (err instanceof DeadlineError ? message : `${kind} failed: ${message}`)
         .slice(0, MAX_ERROR_CHARS);
       const failed: MachineRecord = { ...m, state: State.Failed, lastError };
       fleet.put(failed);
@@ -502,6 +494,8 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
         `machine ${id} is ${STATE_NAMES[before.state]}, not FAILED: nothing to recover`,
       );
     }
+    // Which transition failed is recorded only in last_error, which the kit always writes as
+    // `<kind> …` (complete(), the deadline, inventory.ts's restart note): its own format.
     if (action === "adopt" && !before.lastError.startsWith("create ")) {
       throw refused(
         `only a FAILED Create can be adopted; ${id} failed with "${before.lastError}": ` +
@@ -521,7 +515,7 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
       recovering.delete(id);
       inflight.delete(finished);
     });
-    // A graceful stop waits for it like for a transition.
+    // A graceful stop waits for it like for a transition; its outcome is the caller's.
     const finished = work.then(() => {}, () => {});
     inflight.set(finished, id);
     return await work;

@@ -12,11 +12,11 @@
 // file), then removes the parts. Each file-write returns only after QGA's
 // file-close, so concatenating the confirmed parts in order is byte-exact.
 
+import { getLogger } from "@logtape/logtape";
 import { BackendError } from "../kit/backend.ts";
 import { isTransient, ProxmoxApiError, serverTextOf } from "./errors.ts";
-import type { ApiClient } from "./http.ts";
 import { type Backoff, pollUntil, pollWithin, sleep } from "../kit/deadline.ts";
-import { readStatus, vmPath } from "./vm.ts";
+import { readStatus, vmPath, type VmRef } from "./vm.ts";
 
 export interface ExecResult {
   /** null when the process was killed by a signal (no exit code). */
@@ -69,12 +69,11 @@ export function agentEnabled(value: unknown): boolean {
  * anything else, e.g. `No QEMU guest agent configured` or a permission error.
  */
 export async function waitForAgent(
-  api: ApiClient,
-  node: string,
-  vmid: number,
+  vm: VmRef,
   timing: AgentWaitTiming,
   signal: AbortSignal,
 ): Promise<number> {
+  const { api, node, vmid } = vm;
   let last = "";
   const gone = () =>
     new BackendError(
@@ -84,7 +83,7 @@ export async function waitForAgent(
   if (timing.firstMs) await sleep(timing.firstMs, signal);
   const polls = await pollWithin(signal, timing.pollMs, timing.timeoutMs, async (call) => {
     try {
-      await api.post(`${vmPath(node, vmid)}/agent/ping`, undefined, signal);
+      await api.post(`${vmPath(vm)}/agent/ping`, undefined, signal);
       return call + 1;
     } catch (err) {
       if (signal.aborted) throw signal.reason;
@@ -93,7 +92,7 @@ export async function waitForAgent(
       // A legacy server over fetch gives a bare 500: with `agent` verified enabled
       // in the config beforehand, the guest is booting, or no longer running.
       const legacyBare500 = err instanceof ProxmoxApiError && err.status === 500 && text === "";
-      if (legacyBare500 && (await readStatus(api, node, vmid, signal))?.status !== "running") {
+      if (legacyBare500 && (await readStatus(vm, signal))?.status !== "running") {
         throw gone();
       }
       if (!(AGENT_RETRY_RE.test(text) || isTransient(err) || legacyBare500)) throw err;
@@ -129,22 +128,23 @@ export function chunkSizeFor(file: string): number {
   return size;
 }
 
+const log = getLogger(["bigfleet", "proxmox"]);
+
 /** Calls per file-write on transient failures, and the waits between them. */
 const WRITE_ATTEMPTS = 3;
 const WRITE_RETRY: Backoff = { initialMs: 250, maxMs: 1000, factor: 2 };
 
 async function writeOne(
-  api: ApiClient,
-  node: string,
-  vmid: number,
+  vm: VmRef,
   file: string,
   bytes: Uint8Array,
   signal: AbortSignal,
 ): Promise<void> {
+  const { api } = vm;
   const body = { file, content: toBase64(bytes), encode: 0 };
   await pollUntil(signal, WRITE_RETRY, async (call) => {
     try {
-      await api.post(`${vmPath(node, vmid)}/agent/file-write`, body, signal);
+      await api.post(`${vmPath(vm)}/agent/file-write`, body, signal);
       return true;
     } catch (err) {
       // file-write truncates and rewrites the whole file: repeating it is safe,
@@ -174,9 +174,7 @@ function assembleScript(file: string, parts: string[]): string {
 
 /** Write `data` to `file` in the guest, byte-exact, whatever its size. */
 export async function writeGuestFile(
-  api: ApiClient,
-  node: string,
-  vmid: number,
+  vm: VmRef,
   file: string,
   data: Uint8Array,
   execTiming: Backoff,
@@ -185,28 +183,32 @@ export async function writeGuestFile(
   const partName = (i: number) => `${file}.part${i}`;
   const size = chunkSizeFor(partName(999999));
   if (data.length <= size) {
-    await writeOne(api, node, vmid, file, data, signal);
+    await writeOne(vm, file, data, signal);
     return { parts: 1 };
   }
   const parts: string[] = [];
   for (let off = 0, i = 0; off < data.length; off += size, i++) {
     parts.push(partName(i));
-    await writeOne(api, node, vmid, partName(i), data.subarray(off, off + size), signal);
+    await writeOne(vm, partName(i), data.subarray(off, off + size), signal);
   }
   const res = await runCommand(
-    api,
-    node,
-    vmid,
+    vm,
     ["/bin/sh", "-c", assembleScript(file, parts)],
     execTiming,
     signal,
   );
   if (res.exitCode !== 0) {
-    // Best effort: the parts hold the secret blob; do not leave them behind.
+    // Best effort: the parts hold the secret blob; do not leave them behind. The assembly's
+    // failure is what the caller gets; a cleanup that fails too is said here (paths only).
     const cleanup = `rm -f -- ${[`${file}.assemble`, ...parts].map(shQuote).join(" ")}`;
-    await runCommand(api, node, vmid, ["/bin/sh", "-c", cleanup], execTiming, signal).catch(
-      () => {},
-    );
+    await runCommand(vm, ["/bin/sh", "-c", cleanup], execTiming, signal).then((r) => {
+      if (r.exitCode !== 0) throw commandFailed("removing them", r);
+    }).catch((err) => {
+      log.warn(
+        "the parts of {file} may remain in VM {vmid}: {error}; remove {file}.part* in the guest",
+        { file, vmid: vm.vmid, node: vm.node, error: (err as Error).message },
+      );
+    });
     throw commandFailed(`assembling ${file} from ${parts.length} parts in the guest`, res);
   }
   return { parts: parts.length };
@@ -261,15 +263,14 @@ export function commandFailed(what: string, res: ExecResult): BackendError {
  * interval and never again after it reported `exited` (qemu-ga forgets the pid).
  */
 export async function runCommand(
-  api: ApiClient,
-  node: string,
-  vmid: number,
+  vm: VmRef,
   argv: string[],
   timing: Backoff,
   signal: AbortSignal,
 ): Promise<ExecResult> {
+  const { api, vmid } = vm;
   const started = await api.post<{ pid?: unknown }>(
-    `${vmPath(node, vmid)}/agent/exec`,
+    `${vmPath(vm)}/agent/exec`,
     { command: argv },
     signal,
   );
@@ -277,7 +278,7 @@ export async function runCommand(
   if (!Number.isInteger(pid)) throw new BackendError(`agent exec in VM ${vmid} returned no pid`);
   return await pollUntil(signal, timing, async () => {
     const st = await api.get<Record<string, unknown>>(
-      `${vmPath(node, vmid)}/agent/exec-status`,
+      `${vmPath(vm)}/agent/exec-status`,
       { pid },
       signal,
     );

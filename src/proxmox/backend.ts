@@ -5,7 +5,7 @@
 import { getLogger } from "@logtape/logtape";
 import type { Config } from "../config/types.ts";
 import { type Backend, BackendError, type SlotSpec } from "../kit/backend.ts";
-import { DEFAULT_TIMEOUTS } from "../kit/kit.ts";
+import { withDefaultTimeouts } from "../kit/timeouts.ts";
 import { createCloner } from "./clone.ts";
 import { connectApi } from "./connect.ts";
 import {
@@ -67,8 +67,9 @@ export async function createProxmoxBackend(
     pool: px.pool,
     clonesPerStorage: px.clonesPerStorage,
   });
-  const drainTimeoutMs = deps.timeouts?.drain ?? DEFAULT_TIMEOUTS.drain;
-  const configureTimeoutMs = deps.timeouts?.configure ?? DEFAULT_TIMEOUTS.configure;
+  const { drain: drainTimeoutMs, configure: configureTimeoutMs } = withDefaultTimeouts(
+    deps.timeouts,
+  );
   /** One Create per machine at a time inside this process; a second call joins the first. */
   const creating = new Map<string, Promise<Located>>();
 
@@ -109,7 +110,7 @@ export async function createProxmoxBackend(
     const loc = await pending;
     ctx.known.set(loc.vmid, slot.machineId);
     ctx.destroyed.delete(loc.vmid);
-    await observed("EnsureRunning", () => ensureRunning(ctx, loc.node, loc.vmid, signal));
+    await observed("EnsureRunning", () => ensureRunning(ctx, loc, signal));
     log.info("VM {vmid} on {node} is up for machine {machineId}", {
       vmid: loc.vmid,
       node: loc.node,
@@ -124,9 +125,10 @@ export async function createProxmoxBackend(
     async configure(machine, spec, signal) {
       const started = Date.now();
       const loc = await locateOwned(ctx, machine, signal);
-      await observed("EnsureRunning", () => ensureRunning(ctx, loc.node, loc.vmid, signal));
+      await observed("EnsureRunning", () => ensureRunning(ctx, loc, signal));
       await observed("Configure", async () => {
-        await runBootstrap(ctx, cfg, loc, machine, spec, signal);
+        const job = { hook: cfg, machineId: machine.machineId, bootstrap: spec.bootstrap };
+        await runBootstrap(ctx, loc, job, signal);
         // CONFIGURED means the node is Ready, not that the hook exited 0 (BigFleet's contract).
         const gate = cfg.readyGate;
         if (gate === null) return;
@@ -136,7 +138,7 @@ export async function createProxmoxBackend(
     },
     async drain(machine, graceSeconds, signal) {
       const loc = await locateOwned(ctx, machine, signal);
-      await observed("EnsureRunning", () => ensureRunning(ctx, loc.node, loc.vmid, signal));
+      await observed("EnsureRunning", () => ensureRunning(ctx, loc, signal));
       await observed("Drain", () => drainNode(ctx, loc, graceSeconds, drainTimeoutMs, signal));
     },
     delete: (machine, signal) =>

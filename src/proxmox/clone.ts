@@ -15,7 +15,7 @@
 import { getLogger } from "@logtape/logtape";
 import type { InstanceType } from "../config/types.ts";
 import { BackendError, type SlotSpec } from "../kit/backend.ts";
-import type { Located, ProxmoxContext } from "./context.ts";
+import { type Located, type ProxmoxContext, vmOf } from "./context.ts";
 import {
   isTransient,
   ProxmoxApiError,
@@ -47,6 +47,7 @@ import {
   readConfig,
   readPending,
   stopVm,
+  type VmAt,
   type VmConfig,
   vmPath,
 } from "./vm.ts";
@@ -132,6 +133,9 @@ export function createCloner(ctx: ProxmoxContext, limits: CloneLimits): CloneOrA
     if (range !== null && Date.now() - range.at < 60_000) return range;
     const dc = await readDatacenterOptions(api, signal).catch((err) => {
       if (signal.aborted) throw err;
+      log.warn("could not read the next-id range ({error}); using the default for a minute", {
+        error: (err as Error).message,
+      });
       return null;
     });
     if (dc !== null && !dc.readable && range === null) {
@@ -168,6 +172,7 @@ export function createCloner(ctx: ProxmoxContext, limits: CloneLimits): CloneOrA
       try {
         return parse(await api.get("/cluster/nextid", { vmid: id }, signal));
       } catch (err) {
+        // 400: that VMID is taken; try the next one.
         if (!(err instanceof ProxmoxApiError && err.status === 400)) throw err;
       }
     }
@@ -213,10 +218,14 @@ export function createCloner(ctx: ProxmoxContext, limits: CloneLimits): CloneOrA
     const read = () => ({
       at: Date.now(),
       // Shared by every Create, so not cut short by one of them. Storages the
-      // token cannot see count as local: the stricter of the two bounds.
-      map: readStorages(api, AbortSignal.timeout(timing.requestTimeoutMs)).catch(() =>
-        new Map<string, StorageInfo>()
-      ),
+      // token cannot see count as local: the stricter of the two bounds (all
+      // of them while storage.cfg cannot be read).
+      map: readStorages(api, AbortSignal.timeout(timing.requestTimeoutMs)).catch((err) => {
+        log.debug("could not read storage.cfg ({error}); every storage counts as local", {
+          error: (err as Error).message,
+        });
+        return new Map<string, StorageInfo>();
+      }),
     });
     storages ??= read();
     let map = await storages.map;
@@ -279,7 +288,7 @@ export function createCloner(ctx: ProxmoxContext, limits: CloneLimits): CloneOrA
           reserved.add(vmid);
           cloning.set(vmid, slot.machineId);
           const started = await api.post(
-            `${vmPath(srcNode, tmpl.vmid)}/clone`,
+            `${vmPath(tmpl)}/clone`,
             // No target on the template's own node: only shared storage allows one.
             { ...body, newid: vmid, target: slot.zone !== srcNode ? slot.zone : undefined },
             signal,
@@ -302,7 +311,7 @@ export function createCloner(ctx: ProxmoxContext, limits: CloneLimits): CloneOrA
             } finally {
               cloneTasks.delete(upid);
             }
-            const config = await readConfig(api, slot.zone, vmid, signal);
+            const config = await readConfig({ api, node: slot.zone, vmid }, signal);
             if (config === null) {
               throw new BackendError(
                 `VM ${vmid} not found on ${slot.zone} after its clone finished`,
@@ -343,9 +352,11 @@ export function createCloner(ctx: ProxmoxContext, limits: CloneLimits): CloneOrA
           });
           if (pinned === vmid) {
             // An earlier unanswered POST into this VMID may be cloning it right now.
-            const found = await settleAmbiguousClone(ctx, slot, srcNode, vmid, signal);
+            const found = await settleAmbiguousClone(ctx, slot, { node: srcNode, vmid }, signal);
             if (found !== null) return found;
-          } else if (!(await clearHalfMade(ctx, srcNode, vmid, slot.machineId, text, signal))) {
+          } else if (
+            !(await clearHalfMade(ctx, { node: srcNode, vmid }, slot.machineId, text, signal))
+          ) {
             lostRace.set(vmid, Date.now() + LOST_RACE_MS);
           }
           if (pinned !== vmid) drop(vmid);
@@ -354,11 +365,11 @@ export function createCloner(ctx: ProxmoxContext, limits: CloneLimits): CloneOrA
         }
         attempt++;
         const raced = failure === "race" ||
-          (refused && await legacyRaceLost(ctx, err, srcNode, vmid, signal));
+          (refused && await legacyRaceLost(ctx, err, { node: srcNode, vmid }, signal));
         if (raced && attempt <= timing.raceAttempts) {
           if (pinned === vmid) {
             // The clash may be our own unanswered POST, run late: if so, it is ours.
-            const found = await settleAmbiguousClone(ctx, slot, srcNode, vmid, signal);
+            const found = await settleAmbiguousClone(ctx, slot, { node: srcNode, vmid }, signal);
             if (found !== null) return found;
           }
           log.warn("lost a VMID race for {vmid}; retrying with a new id", { vmid, error: text });
@@ -373,7 +384,7 @@ export function createCloner(ctx: ProxmoxContext, limits: CloneLimits): CloneOrA
             vmid,
             error: (err as Error).message,
           });
-          const found = await settleAmbiguousClone(ctx, slot, srcNode, vmid, signal);
+          const found = await settleAmbiguousClone(ctx, slot, { node: srcNode, vmid }, signal);
           if (found !== null) return found;
           // Not there (yet): clone into the same VMID, so the two cannot both succeed.
           pinned = vmid;
@@ -446,7 +457,7 @@ async function findExisting(
     8,
     (e) => {
       if (down.has(e.node)) return Promise.resolve(null);
-      return resolveCandidate(ctx, e.node, e.vmid, machineId, signal).catch((err) => {
+      return resolveCandidate(ctx, e, machineId, signal).catch((err) => {
         if (signal.aborted) throw err;
         if (isNodeUnreachable(err)) down.set(e.node, (err as Error).message);
         // One unreadable candidate must not block Create; it is logged and skipped.
@@ -482,22 +493,23 @@ const MAX_MISSES = 4;
  */
 async function resolveCandidate(
   ctx: ProxmoxContext,
-  node: string,
-  vmid: number,
+  at: VmAt,
   machineId: string,
   signal: AbortSignal,
 ): Promise<Located | null> {
   const { api, timing, cloning } = ctx;
+  const { vmid } = at;
+  let { node } = at;
   let misses = 0;
   return await pollUntil<Located | null>(signal, timing.settleMs, async (call) => {
-    let config = await readConfig(api, node, vmid, signal);
+    let config = await readConfig({ api, node, vmid }, signal);
     while (config === null) {
       // A finished clone moves to its target node.
       if (++misses >= MAX_MISSES) return null;
       const n = await relocate(ctx, vmid, node, signal);
       if (n === null || n === node) return null;
       node = n;
-      config = await readConfig(api, node, vmid, signal);
+      config = await readConfig({ api, node, vmid }, signal);
     }
     const owner = parseMarker(config.description)?.machineId;
     if (owner !== undefined && owner !== machineId) return null;
@@ -568,13 +580,14 @@ function copiedVolumes(config: VmConfig | null) {
  */
 async function clearHalfMade(
   ctx: ProxmoxContext,
-  node: string,
-  vmid: number,
+  at: VmAt,
   machineId: string,
   why: string,
   signal: AbortSignal,
 ): Promise<boolean> {
-  const config = await readConfig(ctx.api, node, vmid, signal);
+  const vm = vmOf(ctx, at);
+  const { node, vmid } = vm;
+  const config = await readConfig(vm, signal);
   if (config === null) return true;
   const marker = parseMarker(config.description)?.machineId;
   const ours = marker === machineId || (marker === undefined && isTemporaryConfig(config));
@@ -592,8 +605,8 @@ async function clearHalfMade(
     machineId,
     error: why,
   });
-  const done = await destroyVm(ctx.api, node, vmid, ctx.timing, signal);
-  if (done.upid !== null) await freeLeftovers(ctx, node, vmid, done.upid, signal);
+  const done = await destroyVm(vm, ctx.timing, signal);
+  if (done.upid !== null) await freeLeftovers(ctx, vm, done.upid, signal);
   return true;
 }
 
@@ -605,7 +618,7 @@ function sourceLocked(
   signal: AbortSignal,
 ): Promise<boolean> {
   return refusedWith(err, SOURCE_LOCKED_RE, async () => {
-    const lock = (await readConfig(ctx.api, tmpl.node, tmpl.vmid, signal))?.lock;
+    const lock = (await readConfig(vmOf(ctx, tmpl), signal))?.lock;
     return typeof lock === "string" && lock !== "";
   });
 }
@@ -618,16 +631,16 @@ function sourceLocked(
 async function legacyRaceLost(
   ctx: ProxmoxContext,
   err: unknown,
-  srcNode: string,
-  vmid: number,
+  at: VmAt,
   signal: AbortSignal,
 ): Promise<boolean> {
   if (!(err instanceof ProxmoxApiError) || err.status !== 500 || err.serverText !== "") {
     return false;
   }
   try {
-    return (await readConfig(ctx.api, srcNode, vmid, signal)) !== null;
+    return (await readConfig(vmOf(ctx, at), signal)) !== null;
   } catch {
+    // No evidence of a race: the caller handles the refusal as the error it is.
     return false;
   }
 }
@@ -636,20 +649,26 @@ async function legacyRaceLost(
 async function settleAmbiguousClone(
   ctx: ProxmoxContext,
   slot: SlotSpec,
-  srcNode: string,
-  vmid: number,
+  at: VmAt,
   signal: AbortSignal,
 ): Promise<Located | null> {
   const { api, timing } = ctx;
+  const { node: srcNode, vmid } = at;
   const found = await pollWithin(signal, timing.settleMs, timing.cloneSettleMs, async () => {
     for (const node of new Set([srcNode, slot.zone])) {
       let exists = false;
       try {
-        exists = (await readConfig(api, node, vmid, signal)) !== null;
+        exists = (await readConfig({ api, node, vmid }, signal)) !== null;
       } catch (err) {
         if (signal.aborted) throw err;
+        // Unreadable now counts as not there yet: asked again until cloneSettleMs.
+        log.debug("could not look for VM {vmid} on {node}: {error}", {
+          vmid,
+          node,
+          error: (err as Error).message,
+        });
       }
-      if (exists) return await resolveCandidate(ctx, node, vmid, slot.machineId, signal);
+      if (exists) return await resolveCandidate(ctx, { node, vmid }, slot.machineId, signal);
     }
     return undefined;
   });
@@ -675,6 +694,7 @@ async function applySizing(
   signal: AbortSignal,
 ): Promise<void> {
   const { api, timing } = ctx;
+  const vm = vmOf(ctx, loc);
   const sizing = {
     cores: type.vcpu,
     sockets: 1,
@@ -683,7 +703,7 @@ async function applySizing(
     description: buildDescription(slot.machineId, slot.operationId),
   };
   const read = async () => {
-    const view = await readPending(api, loc.node, loc.vmid, signal);
+    const view = await readPending(vm, signal);
     if (view === null) throw new BackendError(`VM ${loc.vmid} vanished from ${loc.node}`);
     return view;
   };
@@ -714,7 +734,7 @@ async function applySizing(
       ...(drop.length > 0 ? { delete: drop.join(",") } : {}),
     };
     try {
-      await api.put(`${vmPath(loc.node, loc.vmid)}/config`, body, signal);
+      await api.put(`${vmPath(loc)}/config`, body, signal);
       break;
     } catch (err) {
       if (signal.aborted) throw err;
@@ -736,7 +756,7 @@ async function applySizing(
     keys: waiting.join(", "),
     machineId: slot.machineId,
   });
-  await stopVm(api, loc.node, loc.vmid, timing, signal);
+  await stopVm(vm, timing, signal);
 }
 
 /** The keys whose pending value means the VM does not run with its size yet. */

@@ -2,12 +2,12 @@
 // the timing knobs, and the context object handed to each module.
 
 import type { Backoff } from "../kit/deadline.ts";
-import type { Timeouts } from "../kit/kit.ts";
+import type { Timeouts } from "../kit/timeouts.ts";
 import type { ApiClient } from "./http.ts";
 import { NodeOutages } from "./nodes.ts";
 import { TagPolicy } from "./tags.ts";
 import { MANAGED_TAG } from "./naming.ts";
-import type { VmConfig } from "./vm.ts";
+import type { VmAt, VmConfig, VmRef } from "./vm.ts";
 
 export type ApiOp =
   | "CloneVM"
@@ -145,4 +145,9 @@ export function newContext(
     leaked: opts.leaked ?? (() => {}),
     tags: new TagPolicy(opts.tags ?? [MANAGED_TAG]),
   };
+}
+
+/** The VM at `at`, reached through this backend's client. */
+export function vmOf(ctx: ProxmoxContext, at: VmAt): VmRef {
+  return { api: ctx.api, node: at.node, vmid: at.vmid };
 }

@@ -4,7 +4,7 @@
 // the machine id last read from their marker), never a failed pass.
 
 import type { ManagedVm } from "../kit/backend.ts";
-import type { ProxmoxContext } from "./context.ts";
+import { type ProxmoxContext, vmOf } from "./context.ts";
 import { hostRefOf, MANAGED_TAG, ORPHAN_TYPE, parseMarker, parseTags } from "./naming.ts";
 import { isNodeUnreachable, offlineNodes } from "./nodes.ts";
 import { mapLimit } from "./util.ts";
@@ -50,7 +50,7 @@ export async function describeManaged(
     if (!down.has(e.node)) {
       try {
         // One attempt: a node that does not answer is skipped now and asked next pass.
-        config = await readConfig(api, e.node, e.vmid, signal, { attempts: 1 });
+        config = await readConfig(vmOf(ctx, e), signal, { attempts: 1 });
       } catch (err) {
         if (signal.aborted) throw err;
         if (isNodeUnreachable(err)) down.set(e.node, (err as Error).message);

@@ -7,7 +7,6 @@
 
 import { getLogger } from "@logtape/logtape";
 import { isStorageProblem, isTransient, serverTextOf, TaskFailedError } from "./errors.ts";
-import type { ApiClient } from "./http.ts";
 import { waitTask } from "./tasks.ts";
 import { pollUntil, pollWithin } from "../kit/deadline.ts";
 import {
@@ -17,6 +16,7 @@ import {
   readStatus,
   stopVm,
   vmPath,
+  type VmRef,
   type VmTiming,
 } from "./vm.ts";
 
@@ -45,12 +45,11 @@ export interface Destroyed {
  * pool, that is what gone looks like.
  */
 export async function destroyVm(
-  api: ApiClient,
-  node: string,
-  vmid: number,
+  vm: VmRef,
   timing: VmTiming,
   signal: AbortSignal,
 ): Promise<Destroyed> {
+  const { api, node, vmid } = vm;
   let sweep = true;
   let storageError = "";
   let upid: string | null = null;
@@ -66,7 +65,7 @@ export async function destroyVm(
     const query = sweep ? { purge: 1, "destroy-unreferenced-disks": 1 } : { purge: 1 };
     try {
       upid = String(
-        await api.del(vmPath(node, vmid), query, signal).catch((e) => {
+        await api.del(vmPath(vm), query, signal).catch((e) => {
           if (isTransient(e)) sent = true;
           throw e;
         }),
@@ -84,7 +83,7 @@ export async function destroyVm(
       return gone();
     } catch (err) {
       if (signal.aborted) throw signal.reason;
-      if ((sent && isPermissionError(err)) || await isMissingHere(api, node, vmid, err, signal)) {
+      if ((sent && isPermissionError(err)) || await isMissingHere(vm, err, signal)) {
         return gone();
       }
       const text = serverTextOf(err);
@@ -99,9 +98,9 @@ export async function destroyVm(
         return await attempt(call); // at once, and as the same attempt
       }
       // The destroy may have happened behind a 596, or someone restarted the VM.
-      const st = await readStatus(api, node, vmid, signal).catch(goneIf403);
+      const st = await readStatus(vm, signal).catch(goneIf403);
       if (st === null) return gone();
-      if (st.lock === "destroyed") return await outlastStub(api, node, vmid, timing, err, signal);
+      if (st.lock === "destroyed") return await outlastStub(vm, timing, err, signal);
       const retryable = isTransient(err) || /is running - destroy failed|VM is locked/i.test(text);
       if (!retryable || call + 1 >= timing.actionAttempts) throw err;
       log.warn("destroy of VM {vmid} did not complete; re-reading its state", {
@@ -109,7 +108,7 @@ export async function destroyVm(
         node,
         error: (err as Error).message,
       });
-      if (st.status !== "stopped") await stopVm(api, node, vmid, timing, signal);
+      if (st.status !== "stopped") await stopVm(vm, timing, signal);
       return undefined;
     }
   };
@@ -124,16 +123,15 @@ export async function destroyVm(
  * removes it. Either way the VM's disks are gone.
  */
 async function outlastStub(
-  api: ApiClient,
-  node: string,
-  vmid: number,
+  vm: VmRef,
   timing: VmTiming,
   cause: unknown,
   signal: AbortSignal,
 ): Promise<Destroyed> {
+  const { node, vmid } = vm;
   const vanished = await pollWithin(signal, timing.settleMs, timing.destroyedGraceMs, async () => {
     try {
-      return (await readConfig(api, node, vmid, signal)) === null ? true : undefined;
+      return (await readConfig(vm, signal)) === null ? true : undefined;
     } catch (err) {
       if (isPermissionError(err)) return true; // out of the pool: the destroy went on
       throw err;

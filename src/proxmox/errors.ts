@@ -102,6 +102,7 @@ export async function refusedWith(
   try {
     return await evidence();
   } catch {
+    // No evidence either way: not this refusal; the caller goes on with the original error.
     return false;
   }
 }

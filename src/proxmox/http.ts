@@ -96,6 +96,7 @@ export function errorFromResponse(method: string, path: string, res: RawResponse
       for (const [k, e] of Object.entries(v.errors)) errors[k] = String(e).trim();
     }
   } catch {
+    // Not JSON (a proxy's plain text, an HTML page): the status and reason say what there is.
     errors = {};
   }
   const reason = res.reason.trim();

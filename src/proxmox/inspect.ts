@@ -6,7 +6,7 @@
 import type { InstanceType } from "../config/types.ts";
 import type { HostInspection, InspectedMachine } from "../kit/backend.ts";
 import { waitForAgent } from "./agent.ts";
-import type { ProxmoxContext } from "./context.ts";
+import { type ProxmoxContext, vmOf } from "./context.ts";
 import { describeManaged } from "./describe.ts";
 import { hostRefOf, parseHostRef } from "./naming.ts";
 import { ownedBy } from "./ownership.ts";
@@ -24,10 +24,11 @@ export async function inspectVm(
   const found = await locate(ctx, machine, signal);
   if (found === null) return null;
   const { node, vmid, config } = found;
+  const vm = vmOf(ctx, found);
   const problems: string[] = [];
   const lock = typeof config.lock === "string" && config.lock !== "" ? config.lock : null;
   if (lock !== null) problems.push(`it is locked (${lock})`);
-  const status = (await readStatus(ctx.api, node, vmid, signal))?.status ?? "gone";
+  const status = (await readStatus(vm, signal))?.status ?? "gone";
   if (status !== "running") problems.push(`it is ${status}, not running`);
   const { vcpu, memoryMib } = sizeOf(config);
   if (type === undefined) {
@@ -42,7 +43,7 @@ export async function inspectVm(
     try {
       const pollMs = ctx.timing.agentPollMs;
       const timeoutMs = Math.min(ctx.timing.agentTimeoutMs, AGENT_CHECK_MS);
-      await waitForAgent(ctx.api, node, vmid, { pollMs, timeoutMs }, signal);
+      await waitForAgent(vm, { pollMs, timeoutMs }, signal);
       agent = "agent answers";
     } catch (err) {
       if (signal.aborted) throw err;
@@ -67,7 +68,7 @@ async function locate(
 ): Promise<{ node: string; vmid: number; config: VmConfig } | null> {
   const ref = parseHostRef(machine.hostRef);
   if (ref !== null) {
-    const config = await readConfig(ctx.api, ref.node, ref.vmid, signal);
+    const config = await readConfig(vmOf(ctx, ref), signal);
     if (config !== null && ownedBy(config, machine.machineId) === "ours") {
       return { ...ref, config };
     }
@@ -77,7 +78,7 @@ async function locate(
     .filter((vm) => vm.machineId === machine.machineId)
     .sort((a, b) => a.vmid - b.vmid)[0];
   if (hit === undefined) return null;
-  const config = await readConfig(ctx.api, hit.node, hit.vmid, signal);
+  const config = await readConfig(vmOf(ctx, hit), signal);
   return config === null ? null : { node: hit.node, vmid: hit.vmid, config };
 }
 

@@ -3,9 +3,9 @@
 
 import { getLogger } from "@logtape/logtape";
 import type { Config } from "../config/types.ts";
-import { BackendError, type ConfigureSpec, type HostedMachine } from "../kit/backend.ts";
+import { BackendError, type HostedMachine } from "../kit/backend.ts";
 import { agentEnabled, commandFailed, runCommand, waitForAgent, writeGuestFile } from "./agent.ts";
-import type { Located, ProxmoxContext } from "./context.ts";
+import { type ProxmoxContext, vmOf } from "./context.ts";
 import { isTransient } from "./errors.ts";
 import { followMove, ownedBy, requireHostRef } from "./ownership.ts";
 import { isProtected, refusedForProtection, unprotect } from "./protection.ts";
@@ -19,6 +19,7 @@ import {
   readStatus,
   startVm,
   stopVm,
+  type VmAt,
   type VmConfig,
   waitUnlocked,
 } from "./vm.ts";
@@ -26,32 +27,38 @@ import {
 /** Where the bootstrap goes in the guest and the hook that runs it. */
 export type BootstrapHook = Pick<Config, "bootstrapPath" | "bootstrapExec">;
 
+/** One Configure's delivery: the hook, the machine it is for and its bootstrap (a secret). */
+export interface Bootstrap {
+  hook: BootstrapHook;
+  machineId: string;
+  bootstrap: Uint8Array;
+}
+
 const log = getLogger(["bigfleet", "proxmox"]);
 
 /** Start a stopped VM and wait for its guest agent. */
 export async function ensureRunning(
   ctx: ProxmoxContext,
-  node: string,
-  vmid: number,
+  at: VmAt,
   signal: AbortSignal,
 ): Promise<void> {
-  const { api, timing } = ctx;
-  const config = await waitUnlocked(api, node, vmid, timing, signal);
+  const { timing } = ctx;
+  const vm = vmOf(ctx, at);
+  const { node, vmid } = vm;
+  const config = await waitUnlocked(vm, timing, signal);
   if (config === null) throw new BackendError(`VM ${vmid} does not exist on node ${node}`);
   if (!agentEnabled(config.agent)) {
     throw new BackendError(`VM ${vmid} does not enable the QEMU guest agent (config 'agent')`);
   }
-  const st = await readStatus(api, node, vmid, signal);
+  const st = await readStatus(vm, signal);
   if (st === null) throw new BackendError(`VM ${vmid} does not exist on node ${node}`);
   const starting = st.status !== "running";
   if (starting) {
     log.info("starting VM {vmid} on {node}", { vmid, node, status: st.status });
-    await startVm(api, node, vmid, timing, signal);
+    await startVm(vm, timing, signal);
   }
   const polls = await waitForAgent(
-    api,
-    node,
-    vmid,
+    vm,
     {
       pollMs: timing.agentPollMs,
       timeoutMs: timing.agentTimeoutMs,
@@ -65,46 +72,37 @@ export async function ensureRunning(
 /** Write the bootstrap into the guest and run the hook on it, exactly once. */
 export async function runBootstrap(
   ctx: ProxmoxContext,
-  cfg: BootstrapHook,
-  loc: Located,
-  machine: HostedMachine,
-  spec: ConfigureSpec,
+  at: VmAt,
+  job: Bootstrap,
   signal: AbortSignal,
 ): Promise<void> {
-  const { api, timing } = ctx;
-  const path = cfg.bootstrapPath;
-  const { parts } = await writeGuestFile(
-    api,
-    loc.node,
-    loc.vmid,
-    path,
-    spec.bootstrap,
-    timing.exec,
-    signal,
-  );
+  const { timing } = ctx;
+  const vm = vmOf(ctx, at);
+  const path = job.hook.bootstrapPath;
+  const { parts } = await writeGuestFile(vm, path, job.bootstrap, timing.exec, signal);
   log.info("bootstrap delivered to VM {vmid} ({bytes} bytes in {parts} writes); running hook", {
-    vmid: loc.vmid,
-    node: loc.node,
-    machineId: machine.machineId,
-    bytes: spec.bootstrap.length,
+    vmid: vm.vmid,
+    node: vm.node,
+    machineId: job.machineId,
+    bytes: job.bootstrap.length,
     parts,
   });
-  const argv = [...cfg.bootstrapExec, path];
+  const argv = [...job.hook.bootstrapExec, path];
   let res;
   try {
-    res = await runCommand(api, loc.node, loc.vmid, argv, timing.exec, signal);
+    res = await runCommand(vm, argv, timing.exec, signal);
   } catch (err) {
     if (isTransient(err)) {
       // exec is not idempotent: a second hook run could join the node twice.
       throw new BackendError(
-        `bootstrap hook in VM ${loc.vmid}: lost track of the exec (${
+        `bootstrap hook in VM ${vm.vmid}: lost track of the exec (${
           (err as Error).message
         }); not re-running it`,
       );
     }
     throw err;
   }
-  if (res.exitCode !== 0) throw commandFailed(`bootstrap hook ${argv[0]} in VM ${loc.vmid}`, res);
+  if (res.exitCode !== 0) throw commandFailed(`bootstrap hook ${argv[0]} in VM ${vm.vmid}`, res);
 }
 
 /**
@@ -122,12 +120,13 @@ export function kubectlDrainTimeout(grace: number, drainTimeoutMs: number): numb
 /** `kubectl drain` the node from inside its VM, repeated on transient failures. */
 export async function drainNode(
   ctx: ProxmoxContext,
-  loc: Located,
+  loc: VmAt,
   graceSeconds: bigint,
   drainTimeoutMs: number,
   signal: AbortSignal,
 ): Promise<void> {
-  const { api, timing } = ctx;
+  const { timing } = ctx;
+  const vm = vmOf(ctx, loc);
   // Negative grace: kubectl's own default (-1 = each pod's terminationGracePeriodSeconds).
   const grace = graceSeconds < 0n ? -1 : Number(graceSeconds > 86_400n ? 86_400n : graceSeconds);
   const timeout = kubectlDrainTimeout(grace, drainTimeoutMs);
@@ -135,7 +134,7 @@ export async function drainNode(
     ` --grace-period=${grace} --timeout=${timeout}s`;
   const res = await pollUntil(signal, timing.settleMs, async (call) => {
     try {
-      return await runCommand(api, loc.node, loc.vmid, ["/bin/sh", "-c", cmd], timing.exec, signal);
+      return await runCommand(vm, ["/bin/sh", "-c", cmd], timing.exec, signal);
     } catch (err) {
       // A drain is safe to repeat, unlike the bootstrap hook.
       if (!isTransient(err) || call + 1 >= timing.actionAttempts || signal.aborted) throw err;
@@ -155,7 +154,7 @@ export async function deleteVm(
   machine: HostedMachine,
   signal: AbortSignal,
 ): Promise<void> {
-  const { api, timing } = ctx;
+  const { timing } = ctx;
   const ref = requireHostRef(machine);
   const { vmid } = ref;
   let node = ref.node;
@@ -165,7 +164,7 @@ export async function deleteVm(
   // Decide "gone" by reading the VM itself: the listing hides VMs without VM.Audit.
   let config: VmConfig | null | "unreadable";
   try {
-    config = await waitUnlocked(api, node, vmid, timing, signal);
+    config = await waitUnlocked(vmOf(ctx, ref), timing, signal);
   } catch (err) {
     if (err instanceof DestroyStubError) {
       // Only a destroy's stub is left (its disks are freed): whoever's it is, ours is gone.
@@ -201,19 +200,21 @@ export async function deleteVm(
     );
     return;
   }
-  const st = await readStatus(api, node, vmid, signal);
-  if (st !== null && st.status !== "stopped") await stopVm(api, node, vmid, timing, signal);
+  // Where it is now (a move was followed above).
+  const vm = vmOf(ctx, { node, vmid });
+  const st = await readStatus(vm, signal);
+  if (st !== null && st.status !== "stopped") await stopVm(vm, timing, signal);
   // Ours by its marker, so protection (inherited or set since) is ours to clear.
-  if (isProtected(config)) await unprotect(api, node, vmid, timing, signal);
-  const done = await destroyVm(api, node, vmid, timing, signal).catch(async (err) => {
-    if (signal.aborted || !(await refusedForProtection(api, node, vmid, err, signal))) throw err;
-    await unprotect(api, node, vmid, timing, signal);
-    return await destroyVm(api, node, vmid, timing, signal);
+  if (isProtected(config)) await unprotect(vm, timing, signal);
+  const done = await destroyVm(vm, timing, signal).catch(async (err) => {
+    if (signal.aborted || !(await refusedForProtection(vm, err, signal))) throw err;
+    await unprotect(vm, timing, signal);
+    return await destroyVm(vm, timing, signal);
   });
   ctx.destroyed.set(vmid, machine.machineId);
-  if (done.upid !== null) await freeLeftovers(ctx, node, vmid, done.upid, signal);
+  if (done.upid !== null) await freeLeftovers(ctx, vm, done.upid, signal);
   if (done.left === "gone") {
-    const left = await readConfig(api, node, vmid, signal).catch((err) => {
+    const left = await readConfig(vm, signal).catch((err) => {
       // A pool-scoped token loses its rights on the VMID with the destroy.
       if (isPermissionError(err)) return null;
       throw err;

@@ -1,5 +1,8 @@
-// Public surface of the real Proxmox VE backend.
+// Public surface of the real Proxmox VE backend, and of the checks `preflight`
+// runs against a cluster before it goes live (src/cli/preflight.ts reports them).
 
 export { createProxmoxBackend, type ProxmoxBackend } from "./backend.ts";
 export { type ApiOp, type ProxmoxDeps, type Timing } from "./context.ts";
 export { TlsTrustError } from "./errors.ts";
+export { type PreflightOptions, type PreflightReport, runPreflight } from "./preflight.ts";
+export { type CheckResult, plural, skipped, type Status } from "./preflight_result.ts";

@@ -139,6 +139,7 @@ function recheckNodes(api: ApiClient, configured: readonly string[], every: Back
       }
       return;
     }
+    // Every failure is handled in the loop; only stop()'s abort (of a sleep) ends it here.
   })().catch(() => {});
   return {
     refusal: (zone) => (unknown.has(zone) ? problem : null),

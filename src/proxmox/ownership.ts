@@ -2,10 +2,13 @@
 // was made on, but VMs migrate and VMIDs get reused: every touch of an
 // existing VM goes through here first.
 
+import { getLogger } from "@logtape/logtape";
 import { BackendError, type HostedMachine } from "../kit/backend.ts";
-import type { Located, ProxmoxContext } from "./context.ts";
+import { type Located, type ProxmoxContext, vmOf } from "./context.ts";
 import { machineTag, parseHostRef, parseMarker, parseTags } from "./naming.ts";
 import { isPermissionError, listResources, readConfig, type VmConfig, waitUnlocked } from "./vm.ts";
+
+const log = getLogger(["bigfleet", "proxmox"]);
 
 /** The node and VMID a machine's host ref names. */
 export function requireHostRef(machine: HostedMachine): { node: string; vmid: number } {
@@ -34,9 +37,15 @@ export async function relocate(
   for (const n of nodes) {
     if (n === skip) continue;
     try {
-      if ((await readConfig(api, n, vmid, signal)) !== null) return n;
+      if ((await readConfig({ api, node: n, vmid }, signal)) !== null) return n;
     } catch (err) {
       if (signal.aborted) throw err;
+      // A node that cannot answer (down, no rights there) does not stop the search.
+      log.debug("could not look for VM {vmid} on {node}: {error}", {
+        vmid,
+        node: n,
+        error: (err as Error).message,
+      });
     }
   }
   return null;
@@ -54,7 +63,10 @@ export async function followMove(
 ): Promise<{ node: string; config: VmConfig | null }> {
   const moved = await relocate(ctx, vmid, from, signal);
   if (moved === null) return { node: from, config: null };
-  return { node: moved, config: await waitUnlocked(ctx.api, moved, vmid, ctx.timing, signal) };
+  return {
+    node: moved,
+    config: await waitUnlocked(vmOf(ctx, { node: moved, vmid }), ctx.timing, signal),
+  };
 }
 
 export function ownedBy(config: VmConfig, machineId: string): "ours" | "foreign" {
@@ -71,7 +83,7 @@ export async function locateOwned(
 ): Promise<Located> {
   const ref = requireHostRef(machine);
   let node = ref.node;
-  let config = await waitUnlocked(ctx.api, node, ref.vmid, ctx.timing, signal);
+  let config = await waitUnlocked(vmOf(ctx, ref), ctx.timing, signal);
   if (config === null) ({ node, config } = await followMove(ctx, ref.vmid, node, signal));
   if (config === null) {
     throw new BackendError(`VM ${ref.vmid} of machine ${machine.machineId} no longer exists`);

@@ -5,9 +5,8 @@
 
 import { getLogger } from "@logtape/logtape";
 import { isTransient, refusedWith } from "./errors.ts";
-import type { ApiClient } from "./http.ts";
 import { pollUntil } from "../kit/deadline.ts";
-import { readConfig, type VmConfig, vmPath, type VmTiming } from "./vm.ts";
+import { readConfig, type VmConfig, vmPath, type VmRef, type VmTiming } from "./vm.ts";
 
 const log = getLogger(["bigfleet", "proxmox"]);
 
@@ -17,35 +16,32 @@ export function isProtected(config: VmConfig | null): boolean {
 
 /** Whether a failed destroy was refused for protection (legacy servers: by the flag). */
 export function refusedForProtection(
-  api: ApiClient,
-  node: string,
-  vmid: number,
+  vm: VmRef,
   err: unknown,
   signal: AbortSignal,
 ): Promise<boolean> {
   return refusedWith(
     err,
     /protection mode enabled/,
-    async () => isProtected(await readConfig(api, node, vmid, signal)),
+    async () => isProtected(await readConfig(vm, signal)),
   );
 }
 
 /** PUT protection=0; a 596 is answered by reading the flag back. */
 export async function unprotect(
-  api: ApiClient,
-  node: string,
-  vmid: number,
+  vm: VmRef,
   timing: VmTiming,
   signal: AbortSignal,
 ): Promise<void> {
+  const { api, node, vmid } = vm;
   log.info("VM {vmid} has protection set; clearing it before the destroy", { vmid, node });
   await pollUntil(signal, timing.settleMs, async (call) => {
     try {
-      await api.put(`${vmPath(node, vmid)}/config`, { protection: 0 }, signal);
+      await api.put(`${vmPath(vm)}/config`, { protection: 0 }, signal);
       return true;
     } catch (err) {
       if (!isTransient(err) || call + 1 >= timing.actionAttempts || signal.aborted) throw err;
-      return isProtected(await readConfig(api, node, vmid, signal)) ? undefined : true;
+      return isProtected(await readConfig(vm, signal)) ? undefined : true;
     }
   });
 }

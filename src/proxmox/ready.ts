@@ -9,7 +9,7 @@ import { getLogger } from "@logtape/logtape";
 import type { ReadyGate } from "../config/types.ts";
 import { BackendError } from "../kit/backend.ts";
 import { describeExit, type ExecResult, runCommand, tail } from "./agent.ts";
-import type { Located, ProxmoxContext } from "./context.ts";
+import { type Located, type ProxmoxContext, vmOf } from "./context.ts";
 import { isTransient, serverTextOf } from "./errors.ts";
 import { sleep } from "../kit/deadline.ts";
 
@@ -79,7 +79,7 @@ export async function waitReady(
   deadlineMs: number,
   signal: AbortSignal,
 ): Promise<void> {
-  const { api, timing } = ctx;
+  const { timing } = ctx;
   const { argv, what } = readyCommand(gate);
   const started = Date.now();
   let checks = 0;
@@ -91,7 +91,7 @@ export async function waitReady(
     // A check that hangs (an unreachable API server) must not outlive the gate.
     const bound = AbortSignal.any([signal, AbortSignal.timeout(left)]);
     try {
-      const r = await runCommand(api, loc.node, loc.vmid, argv, timing.exec, bound);
+      const r = await runCommand(vmOf(ctx, loc), argv, timing.exec, bound);
       if (r.exitCode === 0) {
         log.info("node in VM {vmid} is Ready after {checks} checks ({seconds} s)", {
           vmid: loc.vmid,

@@ -4,13 +4,13 @@
 // ISOs, the cloud-init drive) is on shared storage (docs/proxmox-notes.md
 // "Templates and storage"), so the answer depends on the template's
 // config and the cluster's storage.cfg. Used by Create, by the startup check
-// (checkOfferingTemplates) and by the preflight command (src/cli/preflight_checks.ts).
+// (checkOfferingTemplates) and by the preflight command (src/proxmox/preflight.ts).
 
 import { getLogger } from "@logtape/logtape";
 import type { InstanceType, TemplateSource } from "../config/types.ts";
 import { BackendError } from "../kit/backend.ts";
 import { agentEnabled } from "./agent.ts";
-import type { ProxmoxContext } from "./context.ts";
+import { type ProxmoxContext, vmOf } from "./context.ts";
 import type { ApiClient } from "./http.ts";
 import { isPermissionError, listResources, readConfig, type VmConfig } from "./vm.ts";
 
@@ -193,7 +193,7 @@ async function locateVmid(
   let unknown: unknown = null;
   for (const node of order) {
     try {
-      const config = await readConfig(api, node, vmid, signal);
+      const config = await readConfig({ api, node, vmid }, signal);
       if (config !== null) return { vmid, node, config };
     } catch (err) {
       if (signal.aborted) throw err;
@@ -236,7 +236,7 @@ async function templateNamed(
       "ambiguous",
     );
   }
-  const config = await readConfig(ctx.api, zone, hits[0], signal);
+  const config = await readConfig(vmOf(ctx, { node: zone, vmid: hits[0] }), signal);
   if (config === null) {
     throw new TemplateProblem(`template VM ${hits[0]} vanished from ${zone}`, "missing");
   }

@@ -6,6 +6,7 @@ export function createMutex(): { run<T>(fn: () => Promise<T>): Promise<T> } {
   return {
     run<T>(fn: () => Promise<T>): Promise<T> {
       const next = tail.then(fn, fn);
+      // The caller gets the section's error through `next`; the tail only orders the next one.
       tail = next.catch(() => {});
       return next;
     },

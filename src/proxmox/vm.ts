@@ -35,9 +35,24 @@ export type VmTiming = Pick<Timing, "task" | "settleMs" | "actionAttempts" | "de
 
 const log = getLogger(["bigfleet", "proxmox"]);
 
+/** Where a VM is: its node and VMID (what a host ref names). */
+export interface VmAt {
+  readonly node: string;
+  readonly vmid: number;
+}
+
+/**
+ * One VM to act on: where it is and the client that reaches it. Every per-VM
+ * read and action below takes one; the backend's steps, which hold the client
+ * in their context, take a VmAt and make it with vmOf (context.ts).
+ */
+export interface VmRef extends VmAt {
+  readonly api: ApiClient;
+}
+
 /** The API path of VM `vmid` on `node`; every per-VM call goes below it. */
-export function vmPath(node: string, vmid: number): string {
-  return `/nodes/${node}/qemu/${vmid}`;
+export function vmPath(vm: VmAt): string {
+  return `/nodes/${vm.node}/qemu/${vm.vmid}`;
 }
 
 /**
@@ -47,47 +62,44 @@ export function vmPath(node: string, vmid: number): string {
  * empty, so a bare 500 then counts as missing: the residual legacy risk.)
  */
 export async function isMissingHere(
-  api: ApiClient,
-  node: string,
-  vmid: number,
+  vm: VmRef,
   err: unknown,
   signal: AbortSignal,
 ): Promise<boolean> {
+  const { api, node, vmid } = vm;
   const verdict = missingVerdict(err);
   if (verdict !== "unknown") return verdict === "missing";
   try {
     const hit = (await listResources(api, signal)).find((e) => e.vmid === vmid);
     return hit === undefined || hit.node !== node;
   } catch {
+    // The listing cannot tell either: not "missing", so the caller goes on with the original error.
     return false;
   }
 }
 
 /** GET a VM sub-resource; null when the VM does not exist on that node. */
 async function readVm<T>(
-  api: ApiClient,
-  node: string,
-  vmid: number,
+  vm: VmRef,
   sub: string,
   signal: AbortSignal,
   read?: ReadOptions,
 ): Promise<T | null> {
+  const { api } = vm;
   try {
-    return await api.get<T>(`${vmPath(node, vmid)}/${sub}`, undefined, signal, read);
+    return await api.get<T>(`${vmPath(vm)}/${sub}`, undefined, signal, read);
   } catch (err) {
-    if (!signal.aborted && await isMissingHere(api, node, vmid, err, signal)) return null;
+    if (!signal.aborted && await isMissingHere(vm, err, signal)) return null;
     throw err;
   }
 }
 
 export async function readConfig(
-  api: ApiClient,
-  node: string,
-  vmid: number,
+  vm: VmRef,
   signal: AbortSignal,
   read?: ReadOptions,
 ): Promise<VmConfig | null> {
-  const c = await readVm<VmConfig>(api, node, vmid, "config", signal, read);
+  const c = await readVm<VmConfig>(vm, "config", signal, read);
   return c === null ? null : c ?? {};
 }
 
@@ -104,12 +116,10 @@ export interface PendingView {
  * (docs/proxmox-notes.md "Pending changes"), so only this tells what runs.
  */
 export async function readPending(
-  api: ApiClient,
-  node: string,
-  vmid: number,
+  vm: VmRef,
   signal: AbortSignal,
 ): Promise<PendingView | null> {
-  const list = await readVm<unknown[]>(api, node, vmid, "pending", signal);
+  const list = await readVm<unknown[]>(vm, "pending", signal);
   if (list === null) return null;
   const view: PendingView = { current: {}, pending: new Set() };
   for (const e of Array.isArray(list) ? list : []) {
@@ -122,12 +132,10 @@ export async function readPending(
 }
 
 export function readStatus(
-  api: ApiClient,
-  node: string,
-  vmid: number,
+  vm: VmRef,
   signal: AbortSignal,
 ): Promise<VmStatus | null> {
-  return readVm<VmStatus>(api, node, vmid, "status/current", signal);
+  return readVm<VmStatus>(vm, "status/current", signal);
 }
 
 export async function listResources(
@@ -166,22 +174,21 @@ export function blockingLock(lock: unknown): string | null {
  * (596 & co.) is answered by reading that state before trying again.
  */
 async function powerAction(
-  api: ApiClient,
-  node: string,
-  vmid: number,
+  vm: VmRef,
   want: "running" | "stopped",
   timing: VmTiming,
   signal: AbortSignal,
 ): Promise<"done" | "gone"> {
+  const { api, node, vmid } = vm;
   const action = want === "running" ? "start" : "stop";
   return await pollUntil<"done" | "gone">(signal, timing.settleMs, async (call) => {
     try {
-      const upid = await api.post(`${vmPath(node, vmid)}/status/${action}`, undefined, signal);
+      const upid = await api.post(`${vmPath(vm)}/status/${action}`, undefined, signal);
       await waitTask(api, upid, `${action} of VM ${vmid}`, timing.task, signal);
       return "done";
     } catch (err) {
       if (signal.aborted) throw signal.reason;
-      if (await isMissingHere(api, node, vmid, err, signal)) return "gone";
+      if (await isMissingHere(vm, err, signal)) return "gone";
       // A concurrent or earlier start (e.g. one behind a lost 596) already did the job.
       if (want === "running" && /already running/i.test(serverTextOf(err))) return "done";
       if (!isTransient(err) || call + 1 >= timing.actionAttempts) throw err;
@@ -191,7 +198,7 @@ async function powerAction(
         node,
         error: (err as Error).message,
       });
-      const st = await readStatus(api, node, vmid, signal);
+      const st = await readStatus(vm, signal);
       if (st === null) return "gone";
       if (st.status === want) return "done";
       return undefined;
@@ -201,41 +208,37 @@ async function powerAction(
 
 /** Start the VM and wait until status/current says running (HA starts finish early). */
 export async function startVm(
-  api: ApiClient,
-  node: string,
-  vmid: number,
+  vm: VmRef,
   timing: VmTiming,
   signal: AbortSignal,
 ): Promise<void> {
-  if ((await powerAction(api, node, vmid, "running", timing, signal)) === "gone") {
+  const { node, vmid } = vm;
+  if ((await powerAction(vm, "running", timing, signal)) === "gone") {
     throw new BackendError(`VM ${vmid} does not exist on node ${node}`);
   }
-  await waitStatus(api, node, vmid, "running", timing, signal);
+  await waitStatus(vm, "running", timing, signal);
 }
 
 /** Hard-stop the VM (a no-op if stopped) and wait until it reads stopped. */
 export async function stopVm(
-  api: ApiClient,
-  node: string,
-  vmid: number,
+  vm: VmRef,
   timing: VmTiming,
   signal: AbortSignal,
 ): Promise<void> {
-  if ((await powerAction(api, node, vmid, "stopped", timing, signal)) === "gone") return;
-  await waitStatus(api, node, vmid, "stopped", timing, signal);
+  if ((await powerAction(vm, "stopped", timing, signal)) === "gone") return;
+  await waitStatus(vm, "stopped", timing, signal);
 }
 
 /** Poll status/current until it reports `want` (bounded by the caller's signal). */
 async function waitStatus(
-  api: ApiClient,
-  node: string,
-  vmid: number,
+  vm: VmRef,
   want: "running" | "stopped",
   timing: VmTiming,
   signal: AbortSignal,
 ): Promise<void> {
+  const { node, vmid } = vm;
   await pollUntil(signal, timing.settleMs, async (call) => {
-    const st = await readStatus(api, node, vmid, signal);
+    const st = await readStatus(vm, signal);
     if (st === null) {
       if (want === "stopped") return true;
       throw new BackendError(`VM ${vmid} disappeared from node ${node} while starting`);
@@ -271,15 +274,14 @@ export class DestroyStubError extends BackendError {
  * then reported as a DestroyStubError.
  */
 export async function waitUnlocked(
-  api: ApiClient,
-  node: string,
-  vmid: number,
+  vm: VmRef,
   timing: VmTiming,
   signal: AbortSignal,
 ): Promise<VmConfig | null> {
+  const { node, vmid } = vm;
   let stubSince: number | null = null;
   return await pollUntil(signal, timing.settleMs, async (call) => {
-    const cfg = await readConfig(api, node, vmid, signal);
+    const cfg = await readConfig(vm, signal);
     if (cfg === null) return null;
     const lock = blockingLock(cfg.lock);
     if (lock === null) return cfg;

@@ -13,7 +13,7 @@ import type { ProxmoxContext } from "./context.ts";
 import { serverTextOf } from "./errors.ts";
 import { readTaskLog, waitTask } from "./tasks.ts";
 import { pollWaits, sleep } from "../kit/deadline.ts";
-import { isPermissionError } from "./vm.ts";
+import { isPermissionError, type VmAt } from "./vm.ts";
 
 const log = getLogger(["bigfleet", "proxmox"]);
 
@@ -32,11 +32,11 @@ export function unfreedVolumes(lines: readonly string[]): { volid: string; error
 /** Free what the destroy task `upid` of VM `vmid` left behind; report what stays. */
 export async function freeLeftovers(
   ctx: ProxmoxContext,
-  node: string,
-  vmid: number,
+  at: VmAt,
   upid: string,
   signal: AbortSignal,
 ): Promise<void> {
+  const { node, vmid } = at;
   let lines: string[];
   try {
     lines = await readTaskLog(ctx.api, upid, signal);
@@ -56,19 +56,19 @@ export async function freeLeftovers(
       volid,
       error,
     });
-    await freeVolume(ctx, node, vmid, volid, error, signal);
+    await freeVolume(ctx, at, volid, error, signal);
   }
 }
 
 async function freeVolume(
   ctx: ProxmoxContext,
-  node: string,
-  vmid: number,
+  at: VmAt,
   volid: string,
   firstError: string,
   signal: AbortSignal,
 ): Promise<void> {
   const { api, timing } = ctx;
+  const { node, vmid } = at;
   const storage = volid.slice(0, volid.indexOf(":"));
   const path = `/nodes/${node}/storage/${storage}/content/${encodeURIComponent(volid)}`;
   const waits = pollWaits(timing.volumeRetry);

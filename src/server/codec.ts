@@ -9,26 +9,10 @@
 
 // The minimal build: Reader and Writer without the .proto parser, ~8 ms less start-up.
 import protobuf from "protobufjs/minimal.js";
+// The requests decode into the kit's own shapes (src/kit/kit.ts), declared once there.
 import type { Token } from "../kit/fence.ts";
+import type { Call, ConfigureCall, DrainCall, ListQuery } from "../kit/kit.ts";
 import type { MachineRecord, Pairs } from "../kit/model.ts";
-
-export interface CreateMsg {
-  machineId: string;
-  token: Token;
-}
-export interface ConfigureMsg extends CreateMsg {
-  clusterId: string;
-  bootstrap: Uint8Array;
-  shardMetadata: [string, string][];
-}
-export interface DrainMsg extends CreateMsg {
-  graceSeconds: bigint;
-}
-export interface ListMsg {
-  states: number[];
-  maxResults: number;
-  sinceRevision: Uint8Array;
-}
 
 const { Reader, Writer } = protobuf;
 type ReaderT = protobuf.Reader;
@@ -103,7 +87,7 @@ function readCommon(
   f: number,
   w: number,
   r: ReaderT,
-  msg: CreateMsg,
+  msg: Call,
   nums: TokenFields,
 ): boolean {
   if (f === nums.id && w === WIRE_LEN) msg.machineId = r.string();
@@ -114,20 +98,20 @@ function readCommon(
   return true;
 }
 
-export function decodeCreate(bytes: Uint8Array): CreateMsg {
-  const msg: CreateMsg = { machineId: "", token: blankToken() };
+export function decodeCreate(bytes: Uint8Array): Call {
+  const msg: Call = { machineId: "", token: blankToken() };
   fields(bytes, (f, w, r) => readCommon(f, w, r, msg, { id: 1, shard: 3, epoch: 4, seq: 5 }));
   return msg;
 }
 
-export function decodeDelete(bytes: Uint8Array): CreateMsg {
-  const msg: CreateMsg = { machineId: "", token: blankToken() };
+export function decodeDelete(bytes: Uint8Array): Call {
+  const msg: Call = { machineId: "", token: blankToken() };
   fields(bytes, (f, w, r) => readCommon(f, w, r, msg, { id: 1, shard: 2, epoch: 3, seq: 4 }));
   return msg;
 }
 
-export function decodeConfigure(bytes: Uint8Array): ConfigureMsg {
-  const msg: ConfigureMsg = {
+export function decodeConfigure(bytes: Uint8Array): ConfigureCall {
+  const msg: ConfigureCall = {
     machineId: "",
     token: blankToken(),
     clusterId: "",
@@ -151,8 +135,8 @@ export function decodeConfigure(bytes: Uint8Array): ConfigureMsg {
   return msg;
 }
 
-export function decodeDrain(bytes: Uint8Array): DrainMsg {
-  const msg: DrainMsg = { machineId: "", token: blankToken(), graceSeconds: 0n };
+export function decodeDrain(bytes: Uint8Array): DrainCall {
+  const msg: DrainCall = { machineId: "", token: blankToken(), graceSeconds: 0n };
   fields(bytes, (f, w, r) => {
     if (readCommon(f, w, r, msg, { id: 1, shard: 3, epoch: 4, seq: 5 })) return true;
     if (f === 2 && w === WIRE_VARINT) msg.graceSeconds = int64(r);
@@ -172,14 +156,16 @@ export function decodeMachineRef(bytes: Uint8Array): string {
   return id;
 }
 
-export function decodeListFilter(bytes: Uint8Array): ListMsg {
-  const msg: ListMsg = { states: [], maxResults: 0, sinceRevision: new Uint8Array() };
+/** The List filter; the cursor is always there (empty when the request has none). */
+export function decodeListFilter(bytes: Uint8Array): Required<ListQuery> {
+  const states: number[] = [];
+  const msg: Required<ListQuery> = { states, maxResults: 0, sinceRevision: new Uint8Array() };
   fields(bytes, (f, w, r) => {
-    if (f === 1 && w === WIRE_VARINT) msg.states.push(r.int32());
+    if (f === 1 && w === WIRE_VARINT) states.push(r.int32());
     else if (f === 1 && w === WIRE_LEN) {
       // Packed repeated enum, the proto3 default encoding.
       const end = r.uint32() + r.pos;
-      while (r.pos < end) msg.states.push(r.int32());
+      while (r.pos < end) states.push(r.int32());
     } else if (f === 4 && w === WIRE_VARINT) msg.maxResults = r.int32();
     else if (f === 5 && w === WIRE_LEN) msg.sinceRevision = r.bytes();
     else return false;

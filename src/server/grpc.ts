@@ -10,8 +10,8 @@ import * as grpc from "@grpc/grpc-js";
 import { Buffer } from "node:buffer";
 import { setImmediate } from "node:timers";
 import type { TlsOptions } from "node:tls";
-import { fileURLToPath } from "node:url";
-import type { Ack, Kit } from "../kit/kit.ts";
+import type { Ack, Call as KitCall, Kit } from "../kit/kit.ts";
+import { PROTO_PATH } from "../proto.ts";
 import { Code, KitError } from "../kit/errors.ts";
 import { encodeRevision } from "../kit/revision.ts";
 import { assertShardAllowed, peerShardIds } from "./identity.ts";
@@ -28,7 +28,6 @@ import {
   decodeMachineRef,
   machineEncoder,
 } from "./codec.ts";
-import type { CreateMsg } from "./codec.ts";
 import { Health } from "./health.ts";
 import { pacedResponses, SLICE_BYTES } from "./large_response.ts";
 import { LifecycleGate, SHUTTING_DOWN } from "./lifecycle_gate.ts";
@@ -83,9 +82,6 @@ export interface GrpcServer {
 }
 
 export const SERVICE = "bigfleet.v1alpha1.CapacityProvider";
-export const PROTO_PATH = fileURLToPath(
-  new URL("../../proto/bigfleet/v1alpha1/provider.proto", import.meta.url),
-);
 
 /** Where gRPC serves a method: /<package>.<service>/<method>, as protoc names it. */
 export function methodPath(method: Method): string {
@@ -104,7 +100,7 @@ export async function startGrpcServer(opts: GrpcOptions): Promise<GrpcServer> {
 
   // Mutations check the peer's shard identity after decoding and before the
   // kit sees the request, so a refused call never moves a fence mark.
-  function mutation<T extends CreateMsg>(
+  function mutation<T extends KitCall>(
     decode: (b: Uint8Array) => T,
     run: (m: T) => Promise<Ack>,
   ): Handler {

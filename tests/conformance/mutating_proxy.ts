@@ -5,7 +5,8 @@
 
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
-import { LOADER_OPTIONS, PROTO_PATH } from "../harness/proto.ts";
+import { PROTO_PATH } from "../../src/proto.ts";
+import { LOADER_OPTIONS } from "../harness/proto.ts";
 import {
   type ConfigureRequest,
   type CreateRequest,

@@ -5,7 +5,8 @@
 import assert from "node:assert/strict";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
-import { LOADER_OPTIONS, PROTO_PATH } from "./proto.ts";
+import { PROTO_PATH } from "../../src/proto.ts";
+import { LOADER_OPTIONS } from "./proto.ts";
 import { Code, outcome, ProviderClient, uniqueShardId } from "./mod.ts";
 
 type Handler = (

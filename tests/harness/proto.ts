@@ -2,4 +2,4 @@
 // client loader (src/cli/wire.ts), so the harness and `machines` read the
 // proto file the same way.
 
-export { capacityProviderCtor, LOADER_OPTIONS, PROTO_PATH } from "../../src/cli/wire.ts";
+export { capacityProviderCtor, LOADER_OPTIONS } from "../../src/cli/wire.ts";

@@ -2,7 +2,7 @@
 
 import assert from "node:assert/strict";
 import { BackendError } from "../../src/kit/backend.ts";
-import { DEFAULT_TIMEOUTS } from "../../src/kit/kit.ts";
+import { DEFAULT_TIMEOUTS } from "../../src/kit/timeouts.ts";
 import { kubectlDrainTimeout } from "../../src/proxmox/lifecycle.ts";
 import { rig, signal, slot, vmidOf } from "./helpers.ts";
 

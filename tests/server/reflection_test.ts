@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
-import { PROTO_PATH } from "../../src/server/grpc.ts";
+import { PROTO_PATH } from "../../src/proto.ts";
 import { addReflection } from "../../src/server/reflection.ts";
 import descriptor from "protobufjs/ext/descriptor/index.js";
 import { fakeProviderArgs, startProvider } from "../harness/mod.ts";

@@ -4,7 +4,8 @@
 
 import assert from "node:assert/strict";
 import * as protoLoader from "@grpc/proto-loader";
-import { methodPath, METHODS, PROTO_PATH, SERVICE } from "../../src/server/grpc.ts";
+import { PROTO_PATH } from "../../src/proto.ts";
+import { methodPath, METHODS, SERVICE } from "../../src/server/grpc.ts";
 
 Deno.test("service paths: one per rpc of provider.proto, as the contract names them", () => {
   const def = protoLoader.loadSync(PROTO_PATH, { keepCase: true });

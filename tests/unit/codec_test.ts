@@ -20,7 +20,7 @@ import {
 } from "../../src/server/codec.ts";
 import { ON_DEMAND, State } from "../../src/kit/model.ts";
 import type { MachineRecord, Pairs } from "../../src/kit/model.ts";
-import { PROTO_PATH } from "../harness/proto.ts";
+import { PROTO_PATH } from "../../src/proto.ts";
 
 const root = protobuf.loadSync(PROTO_PATH);
 const T = (name: string) => root.lookupType(`bigfleet.v1alpha1.${name}`);

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { loadConfig } from "../../src/config/load.ts";
 import { ConfigError } from "../../src/config/types.ts";
-import { DEFAULT_TIMEOUTS } from "../../src/kit/kit.ts";
+import { DEFAULT_TIMEOUTS } from "../../src/kit/timeouts.ts";
 
 const FAKE = ["--use-fake-backend"];
 

@@ -633,6 +633,27 @@ Deno.test("failures: a backend error moves the machine to FAILED with last_error
   }
 });
 
+Deno.test("failures: last_error is `<kind> failed: …` whatever the backend's message starts with; a timeout's is the kit's own", async () => {
+  for (const kind of KINDS) {
+    await using t = await startTestKit({ timeouts: { [kind]: 60_000 } });
+    await steps(t, "m0", FROM[kind]);
+    await t.call(kind, "m0");
+    // A backend's text that happens to begin with the kind is still the backend's.
+    await failNext(t, kind, "m0", `${kind} hook exited 3`);
+    assert.equal((await t.kit.get("m0")).lastError, `${kind} failed: ${kind} hook exited 3`);
+  }
+  for (const kind of KINDS) {
+    await using t = await startTestKit({ timeouts: { [kind]: 5 } });
+    await steps(t, "m0", FROM[kind]);
+    await t.call(kind, "m0");
+    await t.backend.next(kind);
+    assert.equal(
+      (await t.store.until("m0", State.Failed)).lastError,
+      `${kind} timed out after 5ms`,
+    );
+  }
+});
+
 Deno.test("timeouts: a transition that outlives its timeout is FAILED and its work aborted (B703)", async () => {
   for (const kind of KINDS) {
     // Only this kind's timeout is short: the setup steps run under the defaults.

@@ -9,9 +9,9 @@
 // (docs/configuration.md#tags-and-the-tag-policy). A refused tag never
 // breaks a Create, so the worst verdict is WARN.
 
-import { type DatacenterOptions, readDatacenterOptions } from "../proxmox/datacenter.ts";
-import type { ApiClient } from "../proxmox/http.ts";
 import { MACHINE_TAG_TOKEN } from "../config/proxmox.ts";
+import { type DatacenterOptions, readDatacenterOptions } from "./datacenter.ts";
+import type { ApiClient } from "./http.ts";
 import type { Permissions } from "./preflight_privileges.ts";
 import { type CheckResult, pass, warn } from "./preflight_result.ts";
 

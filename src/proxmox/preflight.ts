@@ -1,18 +1,19 @@
 // The checks behind `preflight` (docs/cli.md#preflight): against the cluster
-// the flags name, with the same code the backend runs (TLS trust, template
-// lookup, clone reachability, storage.cfg), and only ever reading: the
-// client handed to every check refuses anything but GET.
+// the flags name, with the same code the backend runs (TLS trust, node list,
+// template lookup, clone reachability, storage.cfg), and only ever reading:
+// the client handed to every check refuses anything but GET. The command
+// (src/cli/preflight.ts) runs them and reports what they found.
 
 import type { Config, InstanceType, ProxmoxConfig } from "../config/types.ts";
-import { apiClientFor } from "../proxmox/connect.ts";
-import {
-  DEFAULT_TIMING,
-  newContext,
-  type ProxmoxContext,
-  type Timing,
-} from "../proxmox/context.ts";
-import { ProxmoxApiError, TlsTrustError } from "../proxmox/errors.ts";
-import type { ApiClient } from "../proxmox/http.ts";
+import { apiClientFor } from "./connect.ts";
+import { DEFAULT_TIMING, newContext, type ProxmoxContext, type Timing } from "./context.ts";
+import { ProxmoxApiError, TlsTrustError } from "./errors.ts";
+import type { ApiClient } from "./http.ts";
+import { parseTags } from "./naming.ts";
+import { clusterNodes } from "./nodes.ts";
+import { checkPrivileges, Permissions, sdnNeeds } from "./preflight_privileges.ts";
+import { type CheckResult, failed, gib, pass, plural, skipped, warn } from "./preflight_result.ts";
+import { checkTags } from "./preflight_tags.ts";
 import {
   auditAllNeed,
   type PathNeed,
@@ -21,9 +22,7 @@ import {
   storageNeed,
   templateNeed,
   templateOptionNeeds,
-} from "../proxmox/privileges.ts";
-import { parseTags } from "../proxmox/naming.ts";
-import { checkTags } from "./preflight_tags.ts";
+} from "./privileges.ts";
 import {
   cloneBlocker,
   findTemplate,
@@ -32,11 +31,9 @@ import {
   TemplateProblem,
   type TemplateRef,
   templateVolumes,
-} from "../proxmox/templates.ts";
-import { probeTrust } from "../proxmox/tls.ts";
-import { isPermissionError, type VmConfig } from "../proxmox/vm.ts";
-import { checkPrivileges, Permissions, sdnNeeds } from "./preflight_privileges.ts";
-import { type CheckResult, failed, gib, pass, plural, skipped, warn } from "./preflight_result.ts";
+} from "./templates.ts";
+import { probeTrust } from "./tls.ts";
+import { isPermissionError, type VmConfig } from "./vm.ts";
 
 export interface PreflightReport {
   results: CheckResult[];
@@ -272,6 +269,7 @@ class Checks {
   #cachedStorages(): Promise<Map<string, StorageInfo>> {
     if (this.#storages === null) {
       const p = readStorages(this.api, this.signal);
+      // A failed read is not kept: its callers get the error, the next call reads again.
       p.catch(() => this.#storages = null);
       this.#storages = p;
     }
@@ -280,12 +278,7 @@ class Checks {
 
   /** Every --nodes entry is a node of this cluster and online. */
   async nodes(): Promise<CheckResult[]> {
-    const list = await this.api.get<unknown[]>("/nodes", undefined, this.signal);
-    const status = new Map<string, string>();
-    for (const e of Array.isArray(list) ? list : []) {
-      const r = e as Record<string, unknown>;
-      if (typeof r?.node === "string") status.set(r.node, String(r.status ?? "unknown"));
-    }
+    const status = await clusterNodes(this.api, this.signal);
     const known = [...status.keys()].sort().join(", ");
     return this.px.nodes.map((n) => {
       const s = status.get(n);
@@ -462,6 +455,8 @@ class Checks {
   async #demand(found: readonly Found[]): Promise<Map<string, Demand>> {
     const out = new Map<string, Demand>();
     if (!found.some((f) => f.clonable)) return out;
+    // Unreadable, every storage counts as local (the stricter bound); the template check that
+    // reads it too reports the error.
     const storages = await this.#cachedStorages().catch(() => new Map<string, StorageInfo>());
     for (const f of found.filter((x) => x.clonable)) {
       for (const v of templateVolumes(f.tmpl.config)) {

@@ -1,20 +1,14 @@
 // The privileges part of preflight: every privilege the provider will use, on
-// every path it will use it (src/proxmox/privileges.ts), held against the
+// every path it will use it (privileges.ts), held against the
 // token's effective permissions as Proxmox itself computes them
 // (GET /access/permissions: `{ "<path>": { "<priv>": 1|0 } }`, the flag
 // saying whether the grant propagates; a privilege-separated token already
 // shows only what both it and its user hold).
 
-import {
-  agentPrivileges,
-  nicSdnPaths,
-  nicsOf,
-  type PathNeed,
-  sdnNeed,
-} from "../proxmox/privileges.ts";
-import type { ApiClient } from "../proxmox/http.ts";
-import type { VmConfig } from "../proxmox/vm.ts";
+import type { ApiClient } from "./http.ts";
 import { type CheckResult, failed, pass, warn } from "./preflight_result.ts";
+import { agentPrivileges, nicSdnPaths, nicsOf, type PathNeed, sdnNeed } from "./privileges.ts";
+import type { VmConfig } from "./vm.ts";
 
 const CHECK = "privileges";
 const DOCS = "docs/credentials.md#privileges-and-why-each-is-needed";
@@ -39,6 +33,7 @@ export class Permissions {
     if (p === undefined) {
       p = this.#api.get<Record<string, unknown>>("/access/permissions", { path }, this.#signal)
         .then((data) => toGranted(data?.[path] ?? Object.values(data ?? {})[0]));
+      // A failed read is not kept: its callers get the error, the next call reads again.
       p.catch(() => this.#paths.delete(path));
       this.#paths.set(path, p);
     }
