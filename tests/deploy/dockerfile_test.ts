@@ -5,7 +5,9 @@
 // non-root user, with nothing that needs a shell.
 
 import assert from "node:assert/strict";
+import { relative } from "node:path";
 import { FLAG_TABLE } from "../../src/config/flags.ts";
+import { PROTO_PATH } from "../../src/proto.ts";
 import { ROOT } from "./helm_helpers.ts";
 
 interface Instruction {
@@ -92,6 +94,13 @@ Deno.test("Dockerfile: deno compile uses exactly the flags of the deno.json comp
     compileFlags(compile[0]).rest,
     compileFlags(task).rest,
     `Dockerfile: ${compile[0]}\ndeno.json: ${task}`,
+  );
+  // The server and the CLI read the contract's .proto at run time: the binary must carry it.
+  const protoDir = relative(ROOT, PROTO_PATH).split("/")[0];
+  assert.match(
+    task,
+    new RegExp(`--include[= ]${protoDir}/?(\\s|$)`),
+    `the compile task embeds ${protoDir}/, where ${relative(ROOT, PROTO_PATH)} is`,
   );
 });
 
