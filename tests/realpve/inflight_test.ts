@@ -15,6 +15,7 @@ import {
   laneMachine,
   type LaneProviderOptions,
   markersInPool,
+  type Mode,
   qmConfig,
   startLaneProvider,
   sweepPools,
@@ -91,16 +92,19 @@ async function thaw(pid: number): Promise<void> {
  * A provider cloning from 9102 with the default identity, which
  * setup-token.sh let clone 9100 only: the same role on 9102 while `fn` runs.
  */
-async function withDataTemplate(fn: (o: LaneProviderOptions) => Promise<void>): Promise<void> {
+async function withDataTemplate(
+  mode: Mode,
+  fn: (o: LaneProviderOptions) => Promise<void>,
+): Promise<void> {
   await sweepPools();
-  const id = await laneIdentity("default");
+  const id = await laneIdentity(mode);
   await dataTemplate();
   const role = `${id.prefix}TemplateCloner`;
   const path = `/vms/${DATA_TEMPLATE_VMID}`;
   await run("pveum", "acl", "modify", path, "--users", id.user, "--roles", role);
   await run("pveum", "acl", "modify", path, "--tokens", id.tokenId, "--roles", role);
   try {
-    await fn({ provider: PROVIDER, seed: 2, template: DATA_TEMPLATE_VMID });
+    await fn({ provider: PROVIDER, seed: 3, template: DATA_TEMPLATE_VMID });
   } finally {
     await run("pveum", "acl", "delete", path, "--tokens", id.tokenId, "--roles", role);
     await run("pveum", "acl", "delete", path, "--users", id.user, "--roles", role);
@@ -113,6 +117,7 @@ async function withDataTemplate(fn: (o: LaneProviderOptions) => Promise<void>): 
  * frozen clone, which it thaws (or the clean-up does).
  */
 async function killMidClone(
+  mode: Mode,
   o: LaneProviderOptions,
   machine: string,
   after: (
@@ -121,7 +126,7 @@ async function killMidClone(
     clone: { vmid: number; thaw: () => Promise<void> },
   ) => Promise<void>,
 ): Promise<void> {
-  const id = await laneIdentity("default");
+  const id = await laneIdentity(mode);
   let p = await startLaneProvider(id, o);
   let h = new Harness(p.addr, { seed: 1 });
   let frozen: { pid: number; vmid: number } | undefined;
@@ -152,32 +157,59 @@ async function killMidClone(
   }
 }
 
-laneTest(
-  "own clone in flight: a provider SIGKILLed while its clone is in the temporary config, restarted without state, waits for that clone and adopts it: one VM for the machine",
-  () =>
-    withDataTemplate(async (o) => {
-      const id = await laneIdentity("default");
-      const m = laneMachine(0, PROVIDER);
-      await killMidClone(o, m, async (p, h, clone) => {
+/**
+ * Killed mid-clone, restarted without state, Create again: the provider must
+ * wait for that clone (its log says so in the line `waits` matches) and adopt it.
+ */
+function adoptsAfterRestart(mode: Mode, i: number, waits: (vmid: number) => RegExp) {
+  return () =>
+    withDataTemplate(mode, async (o) => {
+      const id = await laneIdentity(mode);
+      const m = laneMachine(i, PROVIDER);
+      await killMidClone(mode, o, m, async (p, h, clone) => {
         // No state: the machine is SPECULATIVE again, and BigFleet asks for it once more.
         await h.create(m);
-        const waits = new RegExp(`VM ${clone.vmid} is being cloned; waiting to see whose it is`);
-        await until(() => waits.test(p.stderr()), 60_000, `the log line ${waits}`);
+        const line = waits(clone.vmid);
+        await until(() => line.test(p.stderr()), 60_000, `the log line ${line}`);
         await clone.thaw();
         const got = await h.mustReach(m, MachineState.IDLE, CREATE_MS, 100);
-        assert.equal(vmidOf(got.host?.ref), clone.vmid, "the clone the killed provider started");
+        assert.equal(
+          vmidOf(got.host?.ref),
+          clone.vmid,
+          `the clone the killed provider started; the new one's log:\n${p.stderr()}`,
+        );
         assert.deepEqual((await markersInPool(id.pool)).get(m), [clone.vmid], "one VM");
         await h.delete(m);
         await h.mustReach(m, MachineState.SPECULATIVE, 120_000, 100);
         assert.equal(await qmConfig(clone.vmid), null);
       });
-    }),
+    });
+}
+
+laneTest(
+  "own clone in flight: a provider SIGKILLed while its clone is in the temporary config, restarted without state, waits for that clone and adopts it: one VM for the machine",
+  // Its token reads every VM: it sees the temporary config and waits on it.
+  adoptsAfterRestart(
+    "default",
+    0,
+    (vmid) => new RegExp(`VM ${vmid} is being cloned; waiting to see whose it is`),
+  ),
+);
+
+laneTest(
+  "own clone in flight, pool-only token (the clone joins the pool only at its end): restarted without state, the provider waits for that clone and adopts it: one VM",
+  // Its token cannot read the clone before it joins the pool: it waits on the clone task.
+  adoptsAfterRestart(
+    "no-audit-all-vms",
+    2,
+    () => /a clone task of this token that this process does not follow is running; waiting/,
+  ),
 );
 
 laneTest(
   "own clone in flight: restarted with its --state, the machine is FAILED (needs re-drive) and the clone, once done, is recorded as its VM: one VM, none unaccounted for",
   () =>
-    withDataTemplate(async (o) => {
+    withDataTemplate("default", async (o) => {
       const id = await laneIdentity("default");
       const m = laneMachine(1, PROVIDER);
       const dir = await Deno.makeTempDir({ prefix: "bf-realpve-state-" });
@@ -185,7 +217,7 @@ laneTest(
       const withState = { ...o, extra: [`--state=${dir}/state.kv`, "--reconcile-interval=2s"] };
       let vmid: number | undefined;
       try {
-        await killMidClone(withState, m, async (_p, h, clone) => {
+        await killMidClone("default", withState, m, async (_p, h, clone) => {
           vmid = clone.vmid;
           const failed = await h.get(m);
           assert.equal(failed.state, MachineState.FAILED);

@@ -5,7 +5,7 @@
 
 import {
   atExit,
-  type Harness,
+  Harness,
   MachineState,
   type ProviderProcess,
   startProvider,
@@ -302,4 +302,25 @@ export async function withTagPolicy<T>(policy: string, fn: () => Promise<T>): Pr
   } finally {
     await run("pvesh", "set", "/cluster/options", "--delete", "user-tag-access");
   }
+}
+
+/** A test file's one provider, started on first use; `stop` (its last test) ends it. */
+export function fileProvider(start: () => Promise<ProviderProcess>) {
+  let provider: Promise<ProviderProcess> | undefined;
+  let h: Harness | undefined;
+  return {
+    async get(): Promise<{ hs: Harness; p: ProviderProcess }> {
+      provider ??= start();
+      const p = await provider;
+      h ??= new Harness(p.addr, { seed: 1 });
+      return { hs: h, p };
+    },
+    /** The harness, if the provider was started. */
+    started: (): Harness | undefined => h,
+    async stop(): Promise<void> {
+      h?.close();
+      const p = await provider?.catch(() => undefined);
+      await p?.stop();
+    },
+  };
 }

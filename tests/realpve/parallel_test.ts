@@ -6,9 +6,10 @@
 // destroy_vm only logs.
 
 import assert from "node:assert/strict";
-import { freePort, Harness, MachineState, type ProviderProcess } from "../harness/mod.ts";
+import { freePort, MachineState } from "../harness/mod.ts";
 import {
   createIdle,
+  fileProvider,
   laneIdentity,
   laneMachine,
   markersInPool,
@@ -24,23 +25,16 @@ const PROVIDER = "burst";
 const machine = (i: number) => laneMachine(i, PROVIDER);
 const METRICS_PORT = freePort();
 
-let provider: Promise<ProviderProcess> | undefined;
-let h: Harness | undefined;
-
-async function harness(): Promise<{ hs: Harness; p: ProviderProcess }> {
-  provider ??= (async () => {
-    await sweepPools();
-    const id = await laneIdentity("default");
-    return await startLaneProvider(id, {
-      provider: PROVIDER,
-      seed: 3,
-      metricsAddr: `127.0.0.1:${METRICS_PORT}`,
-    });
-  })();
-  const p = await provider;
-  h ??= new Harness(p.addr, { seed: 1 });
-  return { hs: h, p };
-}
+const provider = fileProvider(async () => {
+  await sweepPools();
+  const id = await laneIdentity("default");
+  return await startLaneProvider(id, {
+    provider: PROVIDER,
+    seed: 3,
+    metricsAddr: `127.0.0.1:${METRICS_PORT}`,
+  });
+});
+const harness = provider.get;
 
 /** The answers pveproxy logged for `tokenId` since line `mark` of its access log, by status. */
 async function statusesSince(mark: number, tokenId: string): Promise<Record<string, number>> {
@@ -153,6 +147,7 @@ laneTest(
 );
 
 laneTest("burst: Delete the others, stop the provider", async () => {
+  const h = provider.started();
   if (h !== undefined) {
     const left = [];
     for (const i of [0, 1, 2]) {
@@ -161,9 +156,7 @@ laneTest("burst: Delete the others, stop the provider", async () => {
     }
     await Promise.all(left.map((m) => h!.delete(m)));
     for (const m of left) await h.mustReach(m, MachineState.SPECULATIVE, 120_000, 100);
-    h.close();
   }
-  const p = await provider?.catch(() => undefined);
-  await p?.stop();
+  await provider.stop();
   await sweepPools();
 });

@@ -9,6 +9,7 @@ import assert from "node:assert/strict";
 import { Harness, MachineState, type ProviderProcess } from "../harness/mod.ts";
 import {
   createIdle,
+  fileProvider,
   laneIdentity,
   laneMachine,
   qmConfig,
@@ -24,24 +25,17 @@ import { TEMPLATE_VMID } from "./template.ts";
 const PROVIDER = "restricted";
 const machine = (i: number) => laneMachine(i, PROVIDER);
 
-let provider: Promise<ProviderProcess> | undefined;
-let h: Harness | undefined;
-
-async function harness(): Promise<{ hs: Harness; p: ProviderProcess }> {
-  provider ??= (async () => {
-    await sweepPools();
-    const id = await laneIdentity("no-audit-all-vms");
-    // A per-machine tag as well as the fixed one: the policy below refuses it.
-    return await startLaneProvider(id, {
-      provider: PROVIDER,
-      seed: 2,
-      extra: ["--proxmox-tags=bigfleet,@machine"],
-    });
-  })();
-  const p = await provider;
-  h ??= new Harness(p.addr, { seed: 1 });
-  return { hs: h, p };
-}
+const provider = fileProvider(async () => {
+  await sweepPools();
+  const id = await laneIdentity("no-audit-all-vms");
+  // A per-machine tag as well as the fixed one: the policy below refuses it.
+  return await startLaneProvider(id, {
+    provider: PROVIDER,
+    seed: 2,
+    extra: ["--proxmox-tags=bigfleet,@machine"],
+  });
+});
+const harness = provider.get;
 
 laneTest(
   "tag policy user-allow=list (bigfleet only), pool-only token: Create reaches IDLE adding only bigfleet, the per-machine tag left out and the template's tag left on",
@@ -94,8 +88,4 @@ laneTest(
   },
 );
 
-laneTest("restricted: stop the provider", async () => {
-  h?.close();
-  const p = await provider?.catch(() => undefined);
-  await p?.stop();
-});
+laneTest("restricted: stop the provider", () => provider.stop());
