@@ -422,12 +422,17 @@ export function createCloner(ctx: ProxmoxContext, limits: CloneLimits): CloneOrA
  * A VM already made for this machine (a previous or concurrent attempt), or
  * null. VMs on nodes that are down are not waited for: the cluster says which
  * nodes are offline, and a candidate whose node stops answering is dropped
- * with the others on that node (docs/proxmox-notes.md).
+ * with the others on that node (docs/proxmox-notes.md). When none is found
+ * while a clone task of our token runs that this process does not follow,
+ * it is waited for and the search made once more over every VM listed: the
+ * listing's `name` is pvestatd's, up to a cycle old, so a clone just made in
+ * a reused VMID shows the name of the VM that had it before.
  */
 async function findExisting(
   ctx: ProxmoxContext,
   machineId: string,
   signal: AbortSignal,
+  afterLostClones = false,
 ): Promise<Located | null> {
   const { api, nodes, cloning, outages } = ctx;
   const tag = machineTag(machineId);
@@ -441,7 +446,7 @@ async function findExisting(
   ]);
   let entries: { node: string; vmid: number }[] = listed.filter((e) =>
     e.template !== 1 &&
-    (parseTags(e.tags).includes(tag) || e.lock === "clone" || e.name === name ||
+    (afterLostClones || parseTags(e.tags).includes(tag) || e.lock === "clone" || e.name === name ||
       e.name === undefined || cloning.get(e.vmid) === machineId)
   );
   for (const [vmid, owner] of cloning) {
@@ -475,6 +480,12 @@ async function findExisting(
       machineId,
       vmids: found.map((f) => f.vmid),
     });
+  }
+  if (found.length === 0 && !afterLostClones) {
+    const online = nodes.filter((n) => !down.has(n));
+    if (await waitedForLostClones(ctx, online, machineId, signal)) {
+      return await findExisting(ctx, machineId, signal, true);
+    }
   }
   return found.sort((a, b) => a.vmid - b.vmid)[0] ?? null;
 }
@@ -536,12 +547,14 @@ async function resolveCandidate(
  * does not follow (its POST went unanswered, its Create was aborted, or a
  * provider before a restart started it): only such a task can be writing a
  * temporary config of ours. The node's task list is answered by pveproxy,
- * without a pvedaemon worker. When it cannot be read, assume one runs.
+ * without a pvedaemon worker. When it cannot be read, assume one runs
+ * (`unreadable`).
  */
 async function lostCloneRunning(
   ctx: ProxmoxContext,
   node: string,
   signal: AbortSignal,
+  unreadable = true,
 ): Promise<boolean> {
   let list: unknown;
   try {
@@ -552,7 +565,7 @@ async function lostCloneRunning(
     );
   } catch (err) {
     if (signal.aborted) throw err;
-    return true;
+    return unreadable;
   }
   return (Array.isArray(list) ? list : []).some((e) => {
     const t = e as Record<string, unknown>;
@@ -562,6 +575,33 @@ async function lostCloneRunning(
     return t.status === "RUNNING" && !ctx.cloneTasks.has(String(t.upid)) &&
       (ctx.taskUser === "" || user === ctx.taskUser);
   });
+}
+
+/**
+ * Whether clone tasks of our token that this process does not follow ran on
+ * `nodes`; if so, waited until none does. When Create finds no VM of the
+ * machine, such a clone may still be its own, out of sight: a token whose
+ * rights come through the pool cannot read a clone until clone_vm adds it to
+ * the pool, at its very end (docs/proxmox-notes.md "What a clone inherits").
+ */
+async function waitedForLostClones(
+  ctx: ProxmoxContext,
+  nodes: readonly string[],
+  machineId: string,
+  signal: AbortSignal,
+): Promise<boolean> {
+  const running = async () => {
+    for (const node of nodes) if (await lostCloneRunning(ctx, node, signal, false)) return true;
+    return false;
+  };
+  if (!(await running())) return false;
+  log.info(
+    "a clone task of this token that this process does not follow is running; waiting for " +
+      "it to end before cloning for machine {machineId} (it may be that machine's)",
+    { machineId },
+  );
+  await pollUntil(signal, ctx.timing.settleMs, async () => (await running()) ? undefined : true);
+  return true;
 }
 
 /** The template volumes a full clone allocates anew: disks and the cloud-init drive, not ISOs. */

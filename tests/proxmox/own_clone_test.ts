@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import { createProxmoxBackend } from "../../src/proxmox/mod.ts";
 import { waitFor } from "../server/helpers.ts";
-import { FAST, logLines, rig, signal, slot, vmidOf } from "./helpers.ts";
+import { FAST, logLines, rig, setupTokenAcl, signal, slot, vmidOf } from "./helpers.ts";
 
 type R = Awaited<ReturnType<typeof rig>>;
 
@@ -34,8 +34,12 @@ const inTemporaryConfig = (r: R) =>
 
 const SLOW_FIRST_DISK = { timing: { cloneMs: 1400, cloneNamelessMs: 900 } };
 
-Deno.test("a provider restarted without state adopts its clone still in the temporary config", async () => {
-  await using r = await rig(SLOW_FIRST_DISK);
+/**
+ * Create, kill the process while its clone is in the temporary config, and
+ * Create again in a new process: it must adopt that clone, with one clone POST
+ * in all. The clone's VMID.
+ */
+async function killAndRestart(r: R): Promise<number> {
   const s = slot("pve1");
   const before = new AbortController();
   const first = r.backend.create(s, before.signal).catch((e) => e);
@@ -52,6 +56,24 @@ Deno.test("a provider restarted without state adopts its clone still in the temp
   }
   assert.equal(clonePosts(r), 1);
   assert.deepEqual(vmsOf(r, s.machineId).map((v) => v.vmid), [temp.vmid]);
+  return temp.vmid;
+}
+
+Deno.test("a provider restarted without state adopts its clone still in the temporary config", async () => {
+  await using r = await rig(SLOW_FIRST_DISK);
+  await killAndRestart(r);
+});
+
+Deno.test("a pool-only token: a provider restarted without state waits for its clone, out of sight until it joins the pool, and adopts it", async () => {
+  await using r = await rig({
+    timing: { ...SLOW_FIRST_DISK.timing, resourcesLagMs: 1000 },
+    acl: await setupTokenAcl("--no-audit-all-vms"),
+  });
+  // A VMID used before: /cluster/resources lists an older name until pvestatd sees the clone's.
+  r.sim.addVm({ vmid: 100, name: "gone-before", template: false, pool: "bigfleet" });
+  r.sim.deleteVmOutOfBand(100);
+  assert.equal(await killAndRestart(r), 100);
+  assert.ok(logLines.some((l) => l.includes("does not follow is running; waiting")));
 });
 
 Deno.test("a clone POST answered 596, then a restart: the new process adopts that clone", async () => {

@@ -87,6 +87,21 @@ Deno.test("clone: phases (nameless lock, full config, moved to target) and inher
   }, { timing: { cloneNamelessMs: 150, cloneMs: 400, resourcesLagMs: 100 } });
 });
 
+Deno.test("clone into a reused VMID: /cluster/resources shows the old VM's name until pvestatd sees the new one", async () => {
+  await withSim(async (sim, api) => {
+    const first = await cloneAndWait(api, { newid: 777, name: "old-one" });
+    assert.equal(first.status.exitstatus, "OK");
+    await until(async () => (await resources(api)).find((r) => r.vmid === 777)?.name === "old-one");
+    await api.waitTask(String(await api.data("DELETE", "/nodes/pve1/qemu/777")));
+    const again = await cloneAndWait(api, { newid: 777, name: "new-one" });
+    assert.equal(again.status.exitstatus, "OK");
+    // The listing's name is the RRD's (qemu/777): the previous VM's, the config's own is new.
+    assert.equal((await resources(api)).find((r) => r.vmid === 777)?.name, "old-one");
+    assert.equal(sim.vm(777)!.config.name, "new-one");
+    await until(async () => (await resources(api)).find((r) => r.vmid === 777)?.name === "new-one");
+  }, { timing: { cloneMs: 30, cloneNamelessMs: 10, resourcesLagMs: 300 } });
+});
+
 Deno.test("clone: defaults (linked for template, Copy-of-VM name, template description)", async () => {
   await withSim(async (sim, api) => {
     const { newid, status } = await cloneAndWait(api, { full: undefined });

@@ -283,22 +283,34 @@ export class ClusterState {
     if (lock !== undefined) throw lockedError(String(lock));
   }
 
+  /**
+   * pvestatd's points by VMID (PVE keys them `qemu/<vmid>`): they outlive the
+   * VM, so a new VM in a reused VMID is listed with the old one's name and
+   * status until its own point is picked up.
+   */
+  readonly #rrdByVmid = new Map<number, RrdPoint[]>();
+
   /** Record a change pvestatd will pick up `resourcesLagMs` later. */
   publish(vm: VmRecord, at = Date.now()): void {
-    vm.rrd.push({
+    const point = {
       at,
       name: vm.config.name !== undefined ? String(vm.config.name) : `VM ${vm.vmid}`,
       status: vm.status,
       template: vm.config.template ? 1 : 0,
-    });
-    if (vm.rrd.length > 20) vm.rrd.splice(0, vm.rrd.length - 20);
+    };
+    const byVmid = this.#rrdByVmid.get(vm.vmid) ?? [];
+    this.#rrdByVmid.set(vm.vmid, byVmid);
+    for (const list of [vm.rrd, byVmid]) {
+      list.push(point);
+      if (list.length > 20) list.splice(0, list.length - 20);
+    }
   }
 
-  /** The newest RRD point old enough to be visible now, or undefined. */
+  /** The newest RRD point of the VMID old enough to be visible now, or undefined. */
   rrdView(vm: VmRecord, now = Date.now()): RrdPoint | undefined {
     const horizon = now - this.timing.resourcesLagMs;
     let best: RrdPoint | undefined;
-    for (const p of vm.rrd) if (p.at <= horizon) best = p;
+    for (const p of this.#rrdByVmid.get(vm.vmid) ?? vm.rrd) if (p.at <= horizon) best = p;
     return best;
   }
 

@@ -6,7 +6,7 @@
 // lane owns the rig outside 5000-6999).
 
 import assert from "node:assert/strict";
-import { laneIdentity } from "./lane.ts";
+import { laneIdentity, withTagPolicy } from "./lane.ts";
 import {
   api,
   destroyVm,
@@ -224,14 +224,7 @@ laneTest(
     const tok = await tokenOf("default");
     assert.equal(await waitTask(await clone(vmid, { pool: tok.pool }, tok)), "OK");
     const path = `/nodes/${r.node}/qemu/${vmid}/config`;
-    await run(
-      "pvesh",
-      "set",
-      "/cluster/options",
-      "--user-tag-access",
-      "user-allow=list,user-allow-list=bigfleet",
-    );
-    try {
+    await withTagPolicy("user-allow=list,user-allow-list=bigfleet", async () => {
       await api("PUT", path, { tags: "bigfleet" }, tok);
       await assert.rejects(api("PUT", path, { tags: "bigfleet;bigfleet-lane-x" }, tok), (e) => {
         assert.ok(e instanceof RigApiError);
@@ -248,9 +241,7 @@ laneTest(
         api("PUT", path, { tags: "bigfleet" }, tok),
         /modifying tag 'from-template'/,
       );
-    } finally {
-      await run("pvesh", "set", "/cluster/options", "--delete", "user-tag-access");
-    }
+    });
     // The default policy (free): any tag.
     await api("PUT", path, { tags: "bigfleet;bigfleet-lane-x" }, tok);
     await destroyVm(vmid);

@@ -3,7 +3,13 @@
 // modes never share roles or pools), the provider's flags against the rig,
 // and clean-up of VMs a previous, interrupted run of the lane left behind.
 
-import { atExit, type ProviderProcess, startProvider } from "../harness/mod.ts";
+import {
+  atExit,
+  Harness,
+  MachineState,
+  type ProviderProcess,
+  startProvider,
+} from "../harness/mod.ts";
 import { api, destroyVm, exec, REPO, rig, RigApiError, run, runJson } from "./rig.ts";
 import { CACHE, laneTemplate, sha256 } from "./template.ts";
 
@@ -147,10 +153,20 @@ export function laneIdentity(mode: Mode, o: { fresh?: boolean } = {}): Promise<L
 export const LANE_TYPE = "lane.tiny";
 const CATALOG = JSON.stringify({ [LANE_TYPE]: { vcpu: 1, memory_mib: 320 } });
 
+export interface LaneProviderOptions {
+  provider?: string;
+  seed?: number;
+  /** The template VMID (default: the lane's 9100). */
+  template?: number;
+  /** Where /metrics listens (default: off). */
+  metricsAddr?: string;
+  extra?: string[];
+}
+
 /** The serving flags for the rig with this identity's token (the compile task's permissions). */
 export async function providerFlags(
   id: LaneIdentity,
-  o: { provider?: string; seed?: number; extra?: string[] } = {},
+  o: LaneProviderOptions = {},
 ): Promise<string[]> {
   const r = await rig();
   const catalog = `${await laneDir()}/catalog.json`;
@@ -163,10 +179,10 @@ export async function providerFlags(
     `--proxmox-ca-file=${r.caFile}`,
     `--nodes=${r.node}`,
     `--proxmox-pool=${id.pool}`,
-    "--template-vmid=9100",
+    `--template-vmid=${o.template ?? 9100}`,
     `--instance-types=${catalog}`,
     `--seed-count=${o.seed ?? 4}`,
-    "--metrics-addr=",
+    `--metrics-addr=${o.metricsAddr ?? ""}`,
     "--reconcile-interval=0",
     ...(o.extra ?? []),
   ];
@@ -175,7 +191,7 @@ export async function providerFlags(
 /** A provider process on the rig; its stderr is kept for failure messages. */
 export async function startLaneProvider(
   id: LaneIdentity,
-  o: { provider?: string; seed?: number; extra?: string[] } = {},
+  o: LaneProviderOptions = {},
 ): Promise<ProviderProcess> {
   return await startProvider({ args: await providerFlags(id, o), readyTimeoutMs: 60_000 });
 }
@@ -228,3 +244,83 @@ export async function volumesOf(vmid: number, storage = "local"): Promise<string
 }
 
 export { run };
+
+/** The VMID of a host ref `<node>/<vmid>`. */
+export function vmidOf(ref: string | undefined): number {
+  const m = /^[^/]+\/(\d+)$/.exec(ref ?? "");
+  if (!m) throw new Error(`host ref ${ref} is not <node>/<vmid>`);
+  return Number(m[1]);
+}
+
+/** The i-th seeded machine of the lane's one instance type on the rig's node. */
+export function laneMachine(i: number, provider = "lane"): string {
+  return `${provider}/OnDemand/${LANE_TYPE}/pve/${String(i).padStart(3, "0")}`;
+}
+
+/** Machine id → VMIDs of the VMs in the pool that carry its marker (others: `(VM n)`). */
+export async function markersInPool(pool: string): Promise<Map<string, number[]>> {
+  const r = await rig();
+  const p = await api<{ members: { vmid?: number; type: string }[] }>("GET", `/pools/${pool}`);
+  const out = new Map<string, number[]>();
+  for (const m of p.members ?? []) {
+    if (m.type !== "qemu" || m.vmid === undefined) continue;
+    const c = await api<{ description?: string }>("GET", `/nodes/${r.node}/qemu/${m.vmid}/config`);
+    const id = /"machine_id":"([^"]+)"/.exec(c.description ?? "")?.[1] ?? `(VM ${m.vmid})`;
+    out.set(id, [...out.get(id) ?? [], m.vmid]);
+  }
+  return out;
+}
+
+/** Create to IDLE of a real clone and TCG boot on a busy 2-core machine: a generous bound, polled. */
+export const CREATE_MS = 180_000;
+
+/** A machine through Create to IDLE; its VMID. */
+export async function createIdle(hs: Harness, id: string): Promise<{ vmid: number }> {
+  await hs.create(id);
+  const m = await hs.mustReach(id, MachineState.IDLE, CREATE_MS, 100);
+  return { vmid: vmidOf(m.host?.ref) };
+}
+
+/** Poll `check` (every 250 ms) until it holds; fails naming `what` after `timeoutMs`. */
+export async function until(
+  check: () => boolean | Promise<boolean>,
+  timeoutMs: number,
+  what: string,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
+    await new Promise((f) => setTimeout(f, 250));
+  }
+}
+
+/** The datacenter's user-tag-access set to `policy` while `fn` runs (the default after). */
+export async function withTagPolicy<T>(policy: string, fn: () => Promise<T>): Promise<T> {
+  await run("pvesh", "set", "/cluster/options", "--user-tag-access", policy);
+  try {
+    return await fn();
+  } finally {
+    await run("pvesh", "set", "/cluster/options", "--delete", "user-tag-access");
+  }
+}
+
+/** A test file's one provider, started on first use; `stop` (its last test) ends it. */
+export function fileProvider(start: () => Promise<ProviderProcess>) {
+  let provider: Promise<ProviderProcess> | undefined;
+  let h: Harness | undefined;
+  return {
+    async get(): Promise<{ hs: Harness; p: ProviderProcess }> {
+      provider ??= start();
+      const p = await provider;
+      h ??= new Harness(p.addr, { seed: 1 });
+      return { hs: h, p };
+    },
+    /** The harness, if the provider was started. */
+    started: (): Harness | undefined => h,
+    async stop(): Promise<void> {
+      h?.close();
+      const p = await provider?.catch(() => undefined);
+      await p?.stop();
+    },
+  };
+}

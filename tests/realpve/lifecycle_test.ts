@@ -8,18 +8,20 @@
 import assert from "node:assert/strict";
 import { Harness, MachineState, type ProviderProcess, stateName } from "../harness/mod.ts";
 import {
-  LANE_TYPE,
+  CREATE_MS,
+  createIdle,
   laneIdentity,
+  laneMachine,
   qmConfig,
   startLaneProvider,
   sweepPools,
+  vmidOf,
   volumesOf,
 } from "./lane.ts";
 import { api, destroyVm, guestExec, laneTest, rig, run } from "./rig.ts";
 import { TEMPLATE_VMID } from "./template.ts";
 
 /** Real boots under TCG on a busy 2-core machine: generous bounds, polled, never slept. */
-const CREATE_MS = 180_000;
 const CONFIGURE_MS = 180_000;
 const STEP_MS = 120_000;
 /** The provider's --ready-timeout here: a never-Ready node fails in this long. */
@@ -43,16 +45,7 @@ async function harness(): Promise<Harness> {
   return h ??= new Harness(p.addr, { seed: 1 });
 }
 
-/** The i-th seeded machine of the lane's one instance type on the rig's node. */
-function machine(i: number): string {
-  return `lane/OnDemand/${LANE_TYPE}/pve/${String(i).padStart(3, "0")}`;
-}
-
-function vmidOf(ref: string | undefined): number {
-  const m = /^[^/]+\/(\d+)$/.exec(ref ?? "");
-  assert.ok(m, `host ref ${ref} is <node>/<vmid>`);
-  return Number(m[1]);
-}
+const machine = (i: number) => laneMachine(i);
 
 async function sha256(bytes: Uint8Array): Promise<string> {
   const d = await crypto.subtle.digest("SHA-256", bytes as Uint8Array<ArrayBuffer>);
@@ -85,13 +78,6 @@ function bootstrap(readyAfter: string, size = 3 * 1024 * 1024 + 17): Uint8Array 
   }
   const lines = b64.match(/.{1,76}/g)!.map((l) => `# ${l}`).join("\n");
   return new TextEncoder().encode((head + lines).slice(0, size - 1) + "\n");
-}
-
-/** A machine through Create to IDLE; its VMID. */
-async function createIdle(hs: Harness, id: string): Promise<{ vmid: number }> {
-  await hs.create(id);
-  const m = await hs.mustReach(id, MachineState.IDLE, CREATE_MS, 100);
-  return { vmid: vmidOf(m.host?.ref) };
 }
 
 /** Wait for FAILED; the machine. */

@@ -119,46 +119,86 @@ export function laneTemplate(): Promise<Template> {
       await Deno.rename(`${dir}.tmp`, dir);
       builtNow = true;
     }
-    const marker = `guest-image=${hash}`;
-    const id = String(TEMPLATE_VMID);
-    const current = await run("qm", "config", id).catch(() => null);
-    const registeredNow = current === null || !current.includes(marker) ||
-      !/^template: 1$/m.test(current);
-    if (registeredNow) {
-      // 9100 is the lane's own VMID: an older image's template is replaced.
-      if (current !== null) await run("qm", "destroy", id, "--purge", "1");
-      await run(
-        "qm",
-        "create",
-        id,
-        "--name",
-        "bigfleet-lane-guest",
-        "--description",
-        `BigFleet real-PVE lane template (tests/realpve/guest), ${marker}`,
-        "--kvm",
-        "0",
-        "--agent",
-        "1",
-        // 2 cores, 256 MiB: the lane's instance type asks for other values, so sizing shows.
-        "--cores",
-        "2",
-        "--memory",
-        "256",
-        "--ostype",
-        "l26",
-        "--scsihw",
-        "virtio-scsi-pci",
-        "--scsi0",
-        "local:1,format=qcow2",
-        "--serial0",
-        "socket",
-        "--vga",
-        "serial0",
-        "--args",
-        `-kernel ${dir}/vmlinuz -initrd ${dir}/initrd.gz -append "console=ttyS0 quiet panic=-1"`,
-      );
-      await run("qm", "template", id);
-    }
+    const registeredNow = await register(TEMPLATE_VMID, hash, dir, "bigfleet-lane-guest", null);
     return { vmid: TEMPLATE_VMID, hash, dir, builtNow, registeredNow };
   });
+}
+
+/**
+ * Register our guest as template `vmid` unless it already is this image; whether it was (re)made.
+ * `dataMiB`: a raw disk of that much random data instead of the empty qcow2.
+ */
+async function register(
+  vmid: number,
+  hash: string,
+  dir: string,
+  name: string,
+  dataMiB: number | null,
+): Promise<boolean> {
+  const marker = `guest-image=${hash}`;
+  const id = String(vmid);
+  const current = await run("qm", "config", id).catch(() => null);
+  if (current !== null && current.includes(marker) && /^template: 1$/m.test(current)) return false;
+  // These VMIDs are the lane's own: an older image's template is replaced.
+  if (current !== null) await run("qm", "destroy", id, "--purge", "1");
+  await run(
+    "qm",
+    "create",
+    id,
+    "--name",
+    name,
+    "--description",
+    `BigFleet real-PVE lane template (tests/realpve/guest), ${marker}`,
+    "--kvm",
+    "0",
+    "--agent",
+    "1",
+    // 2 cores, 256 MiB: the lane's instance type asks for other values, so sizing shows.
+    "--cores",
+    "2",
+    "--memory",
+    "256",
+    "--ostype",
+    "l26",
+    "--scsihw",
+    "virtio-scsi-pci",
+    "--scsi0",
+    dataMiB === null ? "local:1,format=qcow2" : "local:1,format=raw",
+    "--serial0",
+    "socket",
+    "--vga",
+    "serial0",
+    "--args",
+    `-kernel ${dir}/vmlinuz -initrd ${dir}/initrd.gz -append "console=ttyS0 quiet panic=-1"`,
+  );
+  if (dataMiB !== null) {
+    await run(
+      "dd",
+      "if=/dev/urandom",
+      `of=/var/lib/vz/images/${id}/vm-${id}-disk-0.raw`,
+      "bs=1M",
+      `count=${dataMiB}`,
+      "conv=notrunc",
+      "status=none",
+    );
+  }
+  await run("qm", "template", id);
+  return true;
+}
+
+/**
+ * Our guest with a disk of 64 MiB random data (the guest runs from its
+ * initramfs and never reads it), as template 9102: a full clone of it copies
+ * its disk for long enough that a test can catch the clone in its first
+ * phase, where `qemu-img convert` runs under the clone's temporary config.
+ */
+export const DATA_TEMPLATE_VMID = 9102;
+
+let dataOnce: Promise<number> | undefined;
+export function dataTemplate(): Promise<number> {
+  return dataOnce ??= (async () => {
+    const t = await laneTemplate();
+    await locked(() => register(DATA_TEMPLATE_VMID, t.hash, t.dir, "bigfleet-lane-data", 64));
+    return DATA_TEMPLATE_VMID;
+  })();
 }
