@@ -22,6 +22,7 @@ import type { ProviderProcess } from "../tests/harness/mod.ts";
 import { cpuMs, MIB, peakRssBytes, resetPeak, rssBytes } from "../tests/harness/proc_status.ts";
 import { RawClient, readAck, readList, readMachine } from "../tests/harness/raw_client.ts";
 import type { BenchToken } from "../tests/harness/raw_client.ts";
+import { lifecycleLoad } from "./lifecycle_load.ts";
 import { percentile, timeCalls } from "./stats.ts";
 import { renderResults } from "./fleet_report.ts";
 import type { RestartPhases, SizeResult } from "./fleet_report.ts";
@@ -53,63 +54,6 @@ function boot(seed: number, state: string): Promise<ProviderProcess> {
     readyPollMs: 2,
     readyTimeoutMs: 120_000,
   });
-}
-
-/**
- * One machine driven round its lifecycle (Create, Configure, Drain, Delete)
- * as fast as the provider accepts. With the instant fake a transition lands
- * right after its ack; a call that still finds the previous transition
- * running is retried (and counted) rather than pre-empted by polling.
- */
-async function lifecycleWorker(
-  c: RawClient,
-  id: string,
-  shard: string,
-  until: number,
-): Promise<{ transitions: number; retries: number }> {
-  const t: BenchToken = { shard, epoch: 1, seq: 0 };
-  const steps = [
-    () => c.create(id, t),
-    () => c.configure(id, "bench-cluster", t),
-    () => c.drain(id, t),
-    () => c.delete(id, t),
-  ];
-  let transitions = 0;
-  let retries = 0;
-  let step = 0;
-  while (performance.now() < until) {
-    t.seq++;
-    try {
-      readAck(await steps[step]());
-      transitions++;
-      step = (step + 1) % steps.length;
-    } catch (e) {
-      if (!/cannot|state/.test(String(e))) throw e;
-      retries++;
-      await sleep(1);
-    }
-  }
-  return { transitions, retries };
-}
-
-async function lifecycleLoad(
-  addr: string,
-  ids: string[],
-  ms: number,
-): Promise<{ transitions: number; retries: number; seconds: number }> {
-  const clients = ids.map(() => new RawClient(addr));
-  const t0 = performance.now();
-  const until = t0 + ms;
-  const runs = await Promise.all(
-    ids.map((id, i) => lifecycleWorker(clients[i], id, `bench-shard-${i}`, until)),
-  );
-  const seconds = (performance.now() - t0) / 1000;
-  for (const c of clients) c.close();
-  return {
-    transitions: runs.reduce((s, r) => s + r.transitions, 0),
-    retries: runs.reduce((s, r) => s + r.retries, 0),
-    seconds,
-  };
 }
 
 async function restartPhases(state: string, seed: number): Promise<RestartPhases> {

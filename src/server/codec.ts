@@ -248,7 +248,11 @@ function putLengthDelimited(
 export interface MachineEncoder {
   machine(m: MachineRecord): Uint8Array;
   ack(operationId: string, m: MachineRecord): Uint8Array;
-  list(machines: readonly MachineRecord[], revision: Uint8Array): Uint8Array;
+  /**
+   * A MachineList; `headroom` bytes are left free in front of it in its
+   * buffer (the returned view starts after them), for a frame header.
+   */
+  list(machines: readonly MachineRecord[], revision: Uint8Array, headroom?: number): Uint8Array;
 }
 
 /** Encoders bound to the provider label stamped on every HostRef. */
@@ -270,7 +274,7 @@ export function machineEncoder(provider: string): MachineEncoder {
       w.uint32((2 << 3) | WIRE_LEN).bytes(machine(m));
       return w.finish();
     },
-    list(machines, revision) {
+    list(machines, revision, headroom = 0) {
       // Sized first and filled once: a full List is one allocation and one
       // copy per machine, with no per-field bookkeeping.
       const parts: Uint8Array[] = new Array(machines.length);
@@ -280,11 +284,11 @@ export function machineEncoder(provider: string): MachineEncoder {
         parts[i] = bytes;
         size += lengthDelimitedSize(bytes.length);
       }
-      const out = new Uint8Array(size);
-      let pos = 0;
+      const out = new Uint8Array(headroom + size);
+      let pos = headroom;
       for (const bytes of parts) pos = putLengthDelimited(out, pos, 1, bytes);
       if (revision.length > 0) pos = putLengthDelimited(out, pos, 2, revision);
-      return out;
+      return headroom > 0 ? out.subarray(headroom) : out;
     },
   };
 }

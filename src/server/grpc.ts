@@ -29,9 +29,10 @@ import {
   machineEncoder,
 } from "./codec.ts";
 import { Health } from "./health.ts";
-import { pacedResponses, SLICE_BYTES } from "./large_response.ts";
+import { FRAME_HEADER_BYTES, pacedResponses, SLICE_BYTES } from "./large_response.ts";
 import { LifecycleGate, SHUTTING_DOWN } from "./lifecycle_gate.ts";
 import { addReflection } from "./reflection.ts";
+import { passThrough } from "./interceptor.ts";
 
 /** The CapacityProvider RPCs, in the order provider.proto declares them. */
 export const METHODS = ["Create", "Configure", "Drain", "Delete", "Get", "List"] as const;
@@ -130,7 +131,7 @@ export async function startGrpcServer(opts: GrpcOptions): Promise<GrpcServer> {
     List: async (b) => {
       const f = decodeListFilter(b);
       const res = await kit.list(f);
-      const bytes = enc.list(res.machines, encodeRevision(res.revision));
+      const bytes = enc.list(res.machines, encodeRevision(res.revision), FRAME_HEADER_BYTES);
       if (bytes.length > SLICE_BYTES) oneShot.add(bytes);
       return bytes;
     },
@@ -163,7 +164,7 @@ export async function startGrpcServer(opts: GrpcOptions): Promise<GrpcServer> {
   const server = new grpc.Server({
     // pacedResponses first: it needs the call grpc-js built, which holds the HTTP/2 stream.
     interceptors: [
-      pacedResponses((m) => oneShot.has(m as Uint8Array)),
+      pacedResponses((m) => oneShot.has(m as Uint8Array), new Set([methodPath("List")])),
       streams.interceptor,
       gate.interceptor,
     ],
@@ -241,7 +242,8 @@ class OpenStreams {
   readonly #calls = new Set<grpc.ServerInterceptingCallInterface>();
 
   readonly interceptor: grpc.ServerInterceptor = (desc, call) => {
-    if (!desc.requestStream && !desc.responseStream) return new grpc.ServerInterceptingCall(call);
+    // A unary call passes through unwrapped: a layer is several objects per call.
+    if (!desc.requestStream && !desc.responseStream) return passThrough(call);
     this.#calls.add(call);
     const forget = () => this.#calls.delete(call);
     return new grpc.ServerInterceptingCall(call, {

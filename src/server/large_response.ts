@@ -15,6 +15,8 @@
 
 import type * as grpc from "@grpc/grpc-js";
 import { ServerInterceptingCall } from "@grpc/grpc-js";
+import { Buffer } from "node:buffer";
+import { passThrough } from "./interceptor.ts";
 
 /** Writes up to this size go out as they are. */
 export const SLICE_BYTES = 256 * 1024;
@@ -107,6 +109,34 @@ function writeSliced(
   next();
 }
 
+/** A gRPC message's frame header: a compressed flag and a 4-byte big-endian length. */
+export const FRAME_HEADER_BYTES = 5;
+
+/**
+ * grpc-js frames a message by copying it into a new buffer behind the 5-byte
+ * header. A one-shot message encoded with that much room in front of it (see
+ * MachineEncoder.list) is framed where it lies instead: one full-size buffer
+ * per List, not two. Anything else, or a grpc-js without this method, is
+ * framed by grpc-js as before.
+ */
+function frameInPlace(call: unknown, oneShot: (message: unknown) => boolean): void {
+  const base = call as { serializeMessage?: (value: unknown) => Uint8Array };
+  const serialize = base.serializeMessage;
+  if (typeof serialize !== "function") return;
+  base.serializeMessage = (value: unknown) => {
+    if (
+      value instanceof Uint8Array && oneShot(value) && value.byteOffset === FRAME_HEADER_BYTES &&
+      value.buffer.byteLength === value.byteLength + FRAME_HEADER_BYTES
+    ) {
+      const frame = Buffer.from(value.buffer, 0, value.buffer.byteLength);
+      frame[0] = 0; // not compressed
+      frame.writeUInt32BE(value.byteLength, 1);
+      return frame;
+    }
+    return serialize.call(base, value);
+  };
+}
+
 function isWritable(s: unknown): s is WritableStream {
   const o = s as Partial<WritableStream> | null;
   return typeof o?.write === "function" && typeof o.once === "function" &&
@@ -116,17 +146,27 @@ function isWritable(s: unknown): s is WritableStream {
 /**
  * A grpc-js server interceptor that paces the writes of every call. What
  * grpc-js writes is its own framed copy of a message, released once written;
- * a message `oneShot` accepts (a List encoded for this response alone) is
- * released then too: grpc-js has copied it into the frame by that time.
+ * a message of a method in `oneShotPaths` that `oneShot` accepts (a List
+ * encoded for this response alone) is released then too: grpc-js has copied
+ * it into the frame by that time. Calls of other methods are not wrapped (a
+ * layer is several objects per call).
  *
  * It must be the first interceptor: only the call grpc-js builds itself holds
  * the HTTP/2 stream. Should a grpc-js upgrade move it, calls still work,
  * unpaced (tests/server/memory_test.ts then fails).
  */
-export function pacedResponses(oneShot: (message: unknown) => boolean): grpc.ServerInterceptor {
-  return (_desc, call) => {
+export function pacedResponses(
+  oneShot: (message: unknown) => boolean,
+  oneShotPaths: ReadonlySet<string>,
+): grpc.ServerInterceptor {
+  return (desc, call) => {
     const stream = (call as unknown as { stream?: unknown }).stream;
-    if (!isWritable(stream)) return new ServerInterceptingCall(call);
+    if (!isWritable(stream)) return passThrough(call);
+    if (!oneShotPaths.has(desc.path)) {
+      paceWrites(stream, { release: true });
+      return passThrough(call);
+    }
+    frameInPlace(call, oneShot);
     const sent: Uint8Array[] = [];
     paceWrites(stream, {
       release: true,

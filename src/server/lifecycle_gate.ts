@@ -7,6 +7,7 @@
 // before it waits for the transitions they started (docs/install.md#upgrades-and-restarts).
 
 import * as grpc from "@grpc/grpc-js";
+import { passThrough } from "./interceptor.ts";
 
 export const SHUTTING_DOWN = "the provider is shutting down; retry against its next instance";
 
@@ -25,7 +26,8 @@ export class LifecycleGate {
   }
 
   readonly interceptor: grpc.ServerInterceptor = (desc, call) => {
-    if (!this.#paths.has(desc.path)) return new grpc.ServerInterceptingCall(call);
+    // Other calls pass through unwrapped: a layer is several objects per call.
+    if (!this.#paths.has(desc.path)) return passThrough(call);
     if (this.#closed) {
       return new grpc.ServerInterceptingCall(call, {
         start: (next) =>

@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { EventEmitter } from "node:events";
 import type * as grpc from "@grpc/grpc-js";
 import {
+  FRAME_HEADER_BYTES,
   pacedResponses,
   paceWrites,
   release,
@@ -28,7 +29,8 @@ class SlowStream extends EventEmitter {
       queueMicrotask(() => cb?.(new Error("write after close")));
       return false;
     }
-    this.writes.push(bytes.slice());
+    // A copy, as node:http2 takes one (a Buffer's own slice() would be a view).
+    this.writes.push(bytes instanceof Uint8Array ? Uint8Array.prototype.slice.call(bytes) : bytes);
     this.#outstanding += bytes.length;
     this.maxOutstanding = Math.max(this.maxOutstanding, this.#outstanding);
     setTimeout(() => {
@@ -38,6 +40,19 @@ class SlowStream extends EventEmitter {
     }, 1);
     return false;
   }
+}
+
+/** What grpc-js's own call does with a message: frame a copy, write it. */
+function grpcJsCall(stream: SlowStream) {
+  return {
+    stream,
+    sendMetadata() {},
+    sendMessage(message: Uint8Array, done: () => void) {
+      const frame = new Uint8Array(message.length + 5);
+      frame.set(message, 5);
+      stream.write(frame, done);
+    },
+  };
 }
 
 function pattern(n: number): Uint8Array {
@@ -115,21 +130,12 @@ Deno.test("release: frees a buffer's sole view, never a view into a larger buffe
 
 Deno.test("paced responses: a one-shot message and its frame are released once written", async () => {
   const stream = new SlowStream();
-  // What grpc-js's own call does with a message: frame a copy, write it.
-  const base = {
-    stream,
-    sendMetadata() {},
-    sendMessage(message: Uint8Array, done: () => void) {
-      const frame = new Uint8Array(message.length + 5);
-      frame.set(message, 5);
-      stream.write(frame, done);
-    },
-  };
+  const base = grpcJsCall(stream);
   const list = pattern(SLICE_BYTES * 2);
   const kept = pattern(SLICE_BYTES * 2);
-  const intercept = pacedResponses((m) => m === list);
+  const intercept = pacedResponses((m) => m === list, new Set(["/s/List"]));
   const call = intercept(
-    {} as grpc.ServerMethodDefinition<unknown, unknown>,
+    { path: "/s/List" } as grpc.ServerMethodDefinition<unknown, unknown>,
     base as unknown as grpc.ServerInterceptingCallInterface,
   );
   await new Promise<void>((resolve) => call.sendMessage(list, resolve));
@@ -137,4 +143,58 @@ Deno.test("paced responses: a one-shot message and its frame are released once w
   assert.equal(stream.writes.reduce((n, w) => n + w.length, 0), SLICE_BYTES * 2 + 5);
   await new Promise<void>((resolve) => call.sendMessage(kept, resolve));
   assert.equal(kept.byteLength, SLICE_BYTES * 2, "any other message is left alone");
+});
+
+Deno.test("paced responses: another method's call is paced, not wrapped, and its message kept", async () => {
+  const stream = new SlowStream();
+  const base = grpcJsCall(stream);
+  const big = pattern(SLICE_BYTES * 2);
+  const intercept = pacedResponses(() => true, new Set(["/s/List"]));
+  const call = intercept(
+    { path: "/s/Get" } as grpc.ServerMethodDefinition<unknown, unknown>,
+    base as unknown as grpc.ServerInterceptingCallInterface,
+  );
+  assert.equal(call, base as unknown, "the call grpc-js built is passed on as it is");
+  await new Promise<void>((resolve) => call.sendMessage(big, resolve));
+  assert.ok(stream.writes.length > 1, "the frame went out in slices");
+  assert.equal(stream.writes.reduce((n, w) => n + w.length, 0), SLICE_BYTES * 2 + 5);
+  assert.equal(big.byteLength, SLICE_BYTES * 2, "the message is not a one-shot List");
+});
+
+Deno.test("paced responses: a one-shot List with room for the frame header is framed where it lies", async () => {
+  const stream = new SlowStream();
+  // grpc-js's own call: serializeMessage frames a copy, sendMessage writes what it returns.
+  const base = {
+    stream,
+    sendMetadata() {},
+    serializeMessage(message: Uint8Array): Uint8Array {
+      const frame = new Uint8Array(message.length + FRAME_HEADER_BYTES);
+      frame.set(message, FRAME_HEADER_BYTES);
+      new DataView(frame.buffer).setUint32(1, message.length);
+      return frame;
+    },
+    sendMessage(message: Uint8Array, done: () => void) {
+      stream.write(this.serializeMessage(message), done);
+    },
+  };
+  const body = pattern(SLICE_BYTES * 2);
+  const roomy = new Uint8Array(body.length + FRAME_HEADER_BYTES);
+  roomy.set(body, FRAME_HEADER_BYTES);
+  const list = roomy.subarray(FRAME_HEADER_BYTES);
+  const tight = pattern(SLICE_BYTES * 2);
+  const intercept = pacedResponses((m) => m === list || m === tight, new Set(["/s/List"]));
+  const call = intercept(
+    { path: "/s/List" } as grpc.ServerMethodDefinition<unknown, unknown>,
+    base as unknown as grpc.ServerInterceptingCallInterface,
+  );
+  const framedWhereItLies = base.serializeMessage(list).buffer === list.buffer;
+  assert.ok(framedWhereItLies, "the frame is the List's own buffer, not a copy");
+  await new Promise<void>((resolve) => call.sendMessage(list, resolve));
+  const wire = new Uint8Array(stream.writes.reduce((n, w) => n + w.length, 0));
+  stream.writes.reduce((at, w) => (wire.set(w, at), at + w.length), 0);
+  assert.deepEqual([...wire.subarray(0, 5)], [0, 0, 8, 0, 0], "uncompressed, 512 KiB");
+  assert.deepEqual(wire.subarray(5), body);
+  assert.equal(list.byteLength, 0, "the List and its frame are released once written");
+  // Without the room in front it is framed as grpc-js frames it.
+  assert.notEqual(base.serializeMessage(tight).buffer, tight.buffer);
 });
