@@ -6,6 +6,7 @@
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { PROTO_PATH } from "../../src/proto.ts";
+import { serveGuarded } from "../harness/guarded_server.ts";
 import { LOADER_OPTIONS } from "../harness/proto.ts";
 import {
   type ConfigureRequest,
@@ -74,17 +75,11 @@ export async function startMutatingProxy(target: string, mut: Mutation): Promise
       (l: MachineList) => ({ ...l, machines: l.machines.map(machine) }),
     ),
   });
-  const port = await new Promise<number>((res, rej) =>
-    server.bindAsync(
-      "127.0.0.1:0",
-      grpc.ServerCredentials.createInsecure(),
-      (e, p) => e ? rej(e) : res(p),
-    )
-  );
+  const served = await serveGuarded(server);
   return {
-    addr: `127.0.0.1:${port}`,
+    addr: `127.0.0.1:${served.port}`,
     stop() {
-      server.forceShutdown();
+      void served.stop();
       upstream.close();
     },
   };

@@ -4,6 +4,7 @@
 
 import assert from "node:assert/strict";
 import * as grpc from "@grpc/grpc-js";
+import { serveGuarded } from "./guarded_server.ts";
 import * as protoLoader from "@grpc/proto-loader";
 import { PROTO_PATH } from "../../src/proto.ts";
 import { LOADER_OPTIONS } from "./proto.ts";
@@ -46,19 +47,13 @@ async function withStub(fn: (c: ProviderClient) => Promise<void>) {
     List: (({ request: r }, cb) =>
       cb(null, { machines: [], revision: r.since_revision })) as Handler,
   });
-  const port = await new Promise<number>((res, rej) =>
-    server.bindAsync(
-      "127.0.0.1:0",
-      grpc.ServerCredentials.createInsecure(),
-      (e, p) => e ? rej(e) : res(p),
-    )
-  );
-  const c = new ProviderClient(`127.0.0.1:${port}`);
+  const served = await serveGuarded(server);
+  const c = new ProviderClient(`127.0.0.1:${served.port}`);
   try {
     await fn(c);
   } finally {
     c.close();
-    server.forceShutdown();
+    await served.stop();
   }
 }
 

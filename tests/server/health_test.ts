@@ -7,6 +7,8 @@
 
 import assert from "node:assert/strict";
 import * as grpc from "@grpc/grpc-js";
+import { guardGoaway } from "../../src/cli/goaway_guard.ts";
+import { serveGuarded } from "../harness/guarded_server.ts";
 import { protoPath, service as libraryHealth } from "grpc-health-check";
 import protobuf from "protobufjs";
 import { DecodeError } from "../../src/server/codec.ts";
@@ -82,7 +84,7 @@ type HealthClient = grpc.Client & {
 
 function libraryClient(addr: string): HealthClient {
   const Ctor = grpc.makeGenericClientConstructor(libraryHealth, "Health");
-  return new Ctor(addr, grpc.credentials.createInsecure()) as unknown as HealthClient;
+  return new Ctor(addr, guardGoaway(grpc.credentials.createInsecure())) as unknown as HealthClient;
 }
 
 function check(c: HealthClient, service: string): Promise<string> {
@@ -142,19 +144,13 @@ async function withServer(
   const server = new grpc.Server();
   const health = new Health(initial);
   health.addToServer(server);
-  const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync(
-      "127.0.0.1:0",
-      grpc.ServerCredentials.createInsecure(),
-      (e, p) => e ? reject(e) : resolve(p),
-    )
-  );
-  const client = libraryClient(`127.0.0.1:${port}`);
+  const served = await serveGuarded(server);
+  const client = libraryClient(`127.0.0.1:${served.port}`);
   try {
     await fn(health, client);
   } finally {
     client.close();
-    server.forceShutdown();
+    await served.stop();
   }
 }
 

@@ -4,6 +4,7 @@
 
 import assert from "node:assert/strict";
 import * as grpc from "@grpc/grpc-js";
+import { guardGoaway } from "../../src/cli/goaway_guard.ts";
 import { configureSync, resetSync } from "@logtape/logtape";
 import type { LogRecord } from "@logtape/logtape";
 import type { Kit } from "../../src/kit/kit.ts";
@@ -29,7 +30,10 @@ Deno.test("panic: a throwing handler answers INTERNAL, is counted and logged, se
       },
     });
   const app = await startTestApp(["--metrics-addr="], { wrapKit });
-  const client = new RawClient(`127.0.0.1:${app.grpcPort}`, grpc.credentials.createInsecure());
+  const client = new RawClient(
+    `127.0.0.1:${app.grpcPort}`,
+    guardGoaway(grpc.credentials.createInsecure()),
+  );
   try {
     for (const id of ["boom-sync", "boom-async"]) {
       const r = await client.call("Get", { id });

@@ -3,6 +3,7 @@
 
 import assert from "node:assert/strict";
 import * as grpc from "@grpc/grpc-js";
+import { guardGoaway } from "../../src/cli/goaway_guard.ts";
 import { createFakeBackend } from "../../src/fake/backend.ts";
 import type { Backend } from "../../src/kit/backend.ts";
 import type { Kit } from "../../src/kit/kit.ts";
@@ -67,7 +68,10 @@ Deno.test("probes: healthz during boot, readyz 503 until serving, 503 from the s
   assert.equal((await httpGet(metricsPort, "/nope")).status, 404);
   assert.equal((await httpGet(metricsPort, "/metrics/extra")).status, 404);
 
-  const client = new RawClient(`127.0.0.1:${app.grpcPort}`, grpc.credentials.createInsecure());
+  const client = new RawClient(
+    `127.0.0.1:${app.grpcPort}`,
+    guardGoaway(grpc.credentials.createInsecure()),
+  );
   const listed = await client.call("List", {});
   assert.ok(listed.ok);
   const id = (listed.value.machines as { id: string }[])[0].id;

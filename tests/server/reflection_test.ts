@@ -7,6 +7,8 @@
 
 import assert from "node:assert/strict";
 import * as grpc from "@grpc/grpc-js";
+import { guardGoaway } from "../../src/cli/goaway_guard.ts";
+import { serveGuarded } from "../harness/guarded_server.ts";
 import * as protoLoader from "@grpc/proto-loader";
 import { PROTO_PATH } from "../../src/proto.ts";
 import { addReflection } from "../../src/server/reflection.ts";
@@ -58,7 +60,7 @@ async function reflectionClient(addr: string, version = "v1") {
   // deno-lint-ignore no-explicit-any
   const pkg = grpc.loadPackageDefinition(def) as any;
   const Ctor = pkg.grpc.reflection[version].ServerReflection as typeof grpc.Client;
-  return new Ctor(addr, grpc.credentials.createInsecure());
+  return new Ctor(addr, guardGoaway(grpc.credentials.createInsecure()));
 }
 
 /** One request on a fresh stream; resolves with the first response or the stream's error. */
@@ -128,17 +130,11 @@ Deno.test({
   },
 });
 
-async function serve(contractProto: string): Promise<{ server: grpc.Server; addr: string }> {
+async function serve(contractProto: string): Promise<{ stop(): Promise<void>; addr: string }> {
   const server = new grpc.Server();
   addReflection(server, contractProto);
-  const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync(
-      "127.0.0.1:0",
-      grpc.ServerCredentials.createInsecure(),
-      (e, p) => e ? reject(e) : resolve(p),
-    )
-  );
-  return { server, addr: `127.0.0.1:${port}` };
+  const served = await serveGuarded(server);
+  return { stop: served.stop, addr: `127.0.0.1:${served.port}` };
 }
 
 const serviceNames = (r: ReflectionResponse) =>
@@ -147,7 +143,7 @@ const serviceNames = (r: ReflectionResponse) =>
 Deno.test({
   name: "reflection: the first calls, v1 and v1alpha at once, wait for the load and are answered",
   async fn() {
-    const { server, addr } = await serve(PROTO_PATH);
+    const { stop, addr } = await serve(PROTO_PATH);
     const v1 = await reflectionClient(addr, "v1");
     const v1alpha = await reflectionClient(addr, "v1alpha");
     try {
@@ -167,7 +163,7 @@ Deno.test({
     } finally {
       v1.close();
       v1alpha.close();
-      server.forceShutdown();
+      await stop();
     }
   },
 });
@@ -176,7 +172,7 @@ Deno.test({
   name: "reflection: nothing is parsed until a call; a load that fails is answered UNAVAILABLE",
   async fn() {
     // Registering with a contract that does not exist succeeds: nothing is read yet.
-    const { server, addr } = await serve("/nonexistent/provider.proto");
+    const { stop, addr } = await serve("/nonexistent/provider.proto");
     const client = await reflectionClient(addr);
     try {
       for (let i = 0; i < 2; i++) {
@@ -187,7 +183,7 @@ Deno.test({
       }
     } finally {
       client.close();
-      server.forceShutdown();
+      await stop();
     }
   },
 });
