@@ -55,14 +55,17 @@ async function leakedTotal(): Promise<number> {
 }
 
 /**
- * An operator's calls that keep pvedaemon's three workers busy for about
- * `seconds`: config PUTs (Administrator token) on VMIDs no VM has, whose
- * config locks are held here, so each waits out PVE's 10 s lock timeout in
- * a worker, and new ones are sent as they end. Resolves with the answers' texts.
+ * An operator's call that keeps one of pvedaemon's three workers busy for
+ * about `seconds`: config PUTs (Administrator token), one at a time, on a VMID
+ * no VM has, whose config lock is held here, so each waits out PVE's 10 s lock
+ * timeout in a worker. The provider's own bound (2 protected calls per node)
+ * leaves it that worker; an operator who takes all three makes anyone's next
+ * call wait in pveproxy, and past 30 s that is a 596 the provider can only
+ * retry. Resolves with the answers' texts.
  */
 async function holdWorkers(seconds: number): Promise<string[]> {
   const r = await rig();
-  const ids = [7190, 7191, 7192, 7193];
+  const ids = [7190];
   const holder = new Deno.Command(r.exec, {
     args: [
       "sh",
@@ -90,7 +93,7 @@ async function holdWorkers(seconds: number): Promise<string[]> {
 }
 
 laneTest(
-  "3 Creates at once while an operator's calls hold pvedaemon's workers on VM locks: each reaches IDLE on its own VM, and pveproxy answered the token no 596",
+  "3 Creates at once while an operator's call holds a pvedaemon worker on a VM lock: each reaches IDLE on its own VM; the provider's ≤ 2 calls leave the operator's worker free, so pveproxy answered the token no 596",
   async () => {
     const { hs } = await harness();
     const id = await laneIdentity("default");
@@ -100,7 +103,7 @@ laneTest(
     const statuses = await statusesSince(mark, id.tokenId);
     const answers = await held;
     const timedOut = answers.filter((a) => /^500 can't lock file .* - got timeout$/.test(a));
-    assert.ok(timedOut.length >= 3, `the operator's calls held workers: ${answers.join("; ")}`);
+    assert.ok(timedOut.length >= 2, `the operator's calls held a worker: ${answers.join("; ")}`);
     assert.equal(new Set(made.map((m) => m.vmid)).size, 3, "three VMs");
     const pool = await markersInPool(id.pool);
     for (const [i, m] of made.entries()) {
