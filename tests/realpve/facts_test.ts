@@ -303,7 +303,12 @@ laneTest(
         const later = done.filter((d) => d.s >= 15);
         assert.equal(first.filter(timedOut).length, 3, `3 workers: ${shown}`);
         assert.ok(first.every((d) => timedOut(d) || lost(d)), shown);
-        assert.ok(later.length >= 1, `some calls waited for a worker: ${shown}`);
+        // Which of the two the other three see depends on the node's timing (CI saw both).
+        assert.equal(
+          done.filter((d) => lost(d) || d.s >= 15).length,
+          3,
+          `the other three waited for a worker or came back 596: ${shown}`,
+        );
         // A call that gets its worker late may find the held locks gone and succeed.
         assert.ok(later.every((d) => d.s >= 18 && (timedOut(d) || d.err === null)), shown);
       } finally {
