@@ -101,9 +101,8 @@ export async function loadConfig(argv: string[], env: LoadEnv = {}): Promise<Con
     zones = zonesOf(offerings);
   }
   if (proxmox) checkTemplateZones(f, catalog, offerings, proxmox.nodes);
-  const slots = expandSlots(offerings, catalog, provider, pricing);
   const warnings: string[] = [];
-  if (slots.length === 0) {
+  if (offerings.every((o) => o.count === 0)) {
     warnings.push(
       f.offerings === ""
         ? "--seed-count=0: the built-in offerings have no slot, so the provider serves 0 machines"
@@ -125,7 +124,11 @@ export async function loadConfig(argv: string[], env: LoadEnv = {}): Promise<Con
     fakeDelayMs,
     proxmox,
     catalog,
-    slots,
+    // Made on each read, so nothing keeps a fleet's worth of slots once the
+    // kit has booted from them (types.ts).
+    get slots() {
+      return expandSlots(offerings, catalog, provider, pricing);
+    },
     offeringsSource: f.offerings === "" ? "built-in" : f.offerings,
     zones,
     template,

@@ -146,7 +146,9 @@ export function expandSlots(
     const prefix = slotPrefix(provider, o.instanceType, o.zone);
     for (let index = first; index < first + o.count; index++) {
       slots.push({
-        id: prefix + String(index).padStart(3, "0"),
+        // join makes one flat string; `+` makes a cons string, which V8
+        // flattens into a second copy the first time the id is hashed.
+        id: [prefix, String(index).padStart(3, "0")].join(""),
         instanceType: o.instanceType,
         zone: o.zone,
         pricePerHour: price,

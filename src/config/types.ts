@@ -87,7 +87,13 @@ export interface Config {
   /** Present when backend is "proxmox". */
   proxmox: ProxmoxConfig | null;
   catalog: Map<string, InstanceType>;
-  slots: Slot[];
+  /**
+   * Every slot the offerings define, expanded from them on each read: a
+   * provider reads it at startup (the kit's boot, the backend's template
+   * checks) and holds none of it afterwards (~80 bytes a slot). Read it once
+   * where it is needed.
+   */
+  readonly slots: Slot[];
   /** "built-in" or the offerings file path, for the startup line. */
   offeringsSource: string;
   /** Zones the slots live in, in first-seen order. */

@@ -37,6 +37,15 @@ Deno.test("load: fake defaults", async () => {
   assert.equal(c.slots[0].id, "proxmox/OnDemand/pve.large/pve-a/000");
 });
 
+Deno.test("load: slots are made from the offerings on each read, so the config holds none", async () => {
+  const c = await loadConfig([...FAKE, "--seed-count=20"]);
+  const first = c.slots;
+  const second = c.slots;
+  assert.notEqual(first, second, "a new list per read: nothing keeps the last one");
+  assert.deepEqual(first, second);
+  assert.equal(first.length, 20);
+});
+
 Deno.test("load: certification-runner style argv", async () => {
   const c = await loadConfig([
     "--addr=127.0.0.1:0",
