@@ -124,6 +124,7 @@ export async function loadConfig(argv: string[], env: LoadEnv = {}): Promise<Con
     fakeDelayMs,
     proxmox,
     catalog,
+    offerings,
     // Made on each read, so nothing keeps a fleet's worth of slots once the
     // kit has booted from them (types.ts).
     get slots() {

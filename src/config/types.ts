@@ -4,6 +4,7 @@
 
 import type { Slot } from "../kit/model.ts";
 import type { LogSettings } from "./logging.ts";
+import type { Offering } from "./offerings.ts";
 
 /** A listen address. host "" means every interface. */
 export interface ListenAddr {
@@ -87,11 +88,12 @@ export interface Config {
   /** Present when backend is "proxmox". */
   proxmox: ProxmoxConfig | null;
   catalog: Map<string, InstanceType>;
+  /** The validated offerings: what (instance type, zone) pairs exist and how many slots each. */
+  offerings: readonly Offering[];
   /**
-   * Every slot the offerings define, expanded from them on each read: a
-   * provider reads it at startup (the kit's boot, the backend's template
-   * checks) and holds none of it afterwards (~80 bytes a slot). Read it once
-   * where it is needed.
+   * Every slot the offerings define, expanded from them on each read: the
+   * kit reads it once at boot and nothing holds it afterwards (~80 bytes a
+   * slot). What needs only the pairs reads `offerings`.
    */
   readonly slots: Slot[];
   /** "built-in" or the offerings file path, for the startup line. */

@@ -57,7 +57,7 @@ export async function createProxmoxBackend(
   let nodes: NodeCheck | undefined;
   try {
     nodes = await checkNodes(ctx.api, px.nodes, startup, timing.nodeRecheck);
-    await checkOfferingTemplates(ctx, cfg.catalog, cfg.slots, startup);
+    await checkOfferingTemplates(ctx, cfg.catalog, cfg.offerings, startup);
   } catch (err) {
     nodes?.stop();
     ctx.api.close();

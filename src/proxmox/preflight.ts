@@ -337,15 +337,15 @@ class Checks {
   /** The (instance type, zone) pairs the offerings use, with their slot counts. */
   #pairs(): Pair[] {
     const pairs = new Map<string, Pair>();
-    for (const s of this.cfg.slots) {
-      const key = `${s.instanceType}\u0000${s.zone}`;
+    for (const o of this.cfg.offerings) {
+      const key = `${o.instanceType}\u0000${o.zone}`;
       const had = pairs.get(key);
       if (had) {
-        had.count++;
+        had.count += o.count;
         continue;
       }
-      const type = this.cfg.catalog.get(s.instanceType);
-      if (type !== undefined) pairs.set(key, { type, zone: s.zone, count: 1 });
+      const type = this.cfg.catalog.get(o.instanceType);
+      if (type !== undefined) pairs.set(key, { type, zone: o.zone, count: o.count });
     }
     return [...pairs.values()];
   }

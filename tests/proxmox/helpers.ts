@@ -85,6 +85,7 @@ export function configFor(
     fakeDelayMs: 0,
     proxmox,
     catalog: builtinCatalog(DEFAULT_TEMPLATE),
+    offerings: [],
     slots: [],
     offeringsSource: "built-in",
     zones: proxmox.nodes,

@@ -3,7 +3,8 @@
 // zone, and the startup refusal of a zone its template cannot reach.
 
 import assert from "node:assert/strict";
-import type { InstanceType, Slot, TemplateSource } from "../../src/config/types.ts";
+import type { Offering } from "../../src/config/offerings.ts";
+import type { InstanceType, TemplateSource } from "../../src/config/types.ts";
 import { BackendError } from "../../src/kit/backend.ts";
 import { Harness, MachineState, runUntilExit, startProvider } from "../harness/mod.ts";
 import { startSimulator } from "../pvesim/mod.ts";
@@ -16,15 +17,13 @@ function catalogOf(template: TemplateSource): Map<string, InstanceType> {
   return new Map([["pve.small", { name: "pve.small", vcpu: 2, memoryMib: 4096, template }]]);
 }
 
-/** One slot per zone, as offerings of pve.small would expand. */
-function slotsIn(...zones: string[]): Slot[] {
+/** One offering of a pve.small slot per zone. */
+function offeringsIn(...zones: string[]): Offering[] {
   return zones.map((zone) => ({
-    id: `proxmox/OnDemand/pve.small/${zone}/000`,
     instanceType: "pve.small",
     zone,
-    pricePerHour: 0,
+    count: 1,
     resources: [],
-    allocatable: [],
     labels: [],
   }));
 }
@@ -124,7 +123,7 @@ Deno.test("startup: a zone its template cannot be cloned to is refused, naming o
   for (const [templates, want] of cases) {
     const err = await rig({ templates }, {}, {}, {
       catalog: catalogOf({ kind: "vmid", vmid: 9000 }),
-      slots: slotsIn("pve1", "pve2"),
+      offerings: offeringsIn("pve1", "pve2"),
     }).then(
       async (r) => {
         await r[Symbol.asyncDispose]();
@@ -142,19 +141,19 @@ Deno.test("startup: per-node and shared layouts pass; a missing per-node templat
   {
     await using _ = await rig({ templates: localPair }, {}, {}, {
       catalog: catalogOf(perNode),
-      slots: slotsIn("pve1", "pve2"),
+      offerings: offeringsIn("pve1", "pve2"),
     });
   }
   {
     await using _ = await rig({}, {}, {}, {
       catalog: catalogOf({ kind: "vmid", vmid: 9000 }),
-      slots: slotsIn("pve1", "pve2"),
+      offerings: offeringsIn("pve1", "pve2"),
     });
   }
   await assert.rejects(
     rig({ templates: [localPair[0]] }, {}, {}, {
       catalog: catalogOf({ kind: "name", name: "k8s-golden" }),
-      slots: slotsIn("pve1", "pve2"),
+      offerings: offeringsIn("pve1", "pve2"),
     }),
     (e) =>
       e instanceof BackendError &&
@@ -163,7 +162,7 @@ Deno.test("startup: per-node and shared layouts pass; a missing per-node templat
   await assert.rejects(
     rig({ templates: [localPair[0]] }, {}, {}, {
       catalog: catalogOf(perNode),
-      slots: slotsIn("pve1", "pve2"),
+      offerings: offeringsIn("pve1", "pve2"),
     }),
     (e) =>
       e instanceof BackendError && /pve\.small.*pve2.*template VM 9001 not found/.test(e.message),
@@ -173,7 +172,7 @@ Deno.test("startup: per-node and shared layouts pass; a missing per-node templat
 Deno.test("startup: a storage the token cannot see is named with the privilege to grant", async () => {
   const err = await rig({ templates: [{ vmid: 9000, node: "pve1", name: "t" }] }, {}, {}, {
     catalog: catalogOf({ kind: "vmid", vmid: 9000 }),
-    slots: slotsIn("pve2"),
+    offerings: offeringsIn("pve2"),
   }, (s) => void (s.faults.hiddenStorages = ["ceph-vm"])).then(
     async (r) => {
       await r[Symbol.asyncDispose]();
@@ -188,7 +187,7 @@ Deno.test("startup: a storage the token cannot see is named with the privilege t
 Deno.test("startup: an unreachable template node is logged, not fatal; Create still resolves it", async () => {
   await using r = await rig({ templates: localPair }, {}, {}, {
     catalog: catalogOf(perNode),
-    slots: slotsIn("pve1", "pve2"),
+    offerings: offeringsIn("pve1", "pve2"),
   }, (s) => {
     s.faults.http596.push({
       path: "/nodes/pve2/qemu/9001/config",
