@@ -47,6 +47,23 @@ export function isTransient(err: unknown): boolean {
 }
 
 /**
+ * pvedaemon's words for a worker it never started: fork_worker forks the
+ * task, then waits for the child's UPID on a pipe. A read that gets nothing
+ * (cut short by a signal, as when another worker ends under load), a child
+ * that fails its own setup, or a failed fork answers 500 before the task's
+ * work runs; the child is never told to go on (docs/proxmox-notes.md
+ * "A worker that never started"). Nothing happened, so the call may be sent again.
+ */
+const WORKER_NOT_STARTED_RE =
+  /got no worker upid - start worker failed|got strange worker upid .* - start worker failed|^starting worker failed: |^unable to fork worker/;
+
+/** Whether a call was refused by pvedaemon before its worker ran (safe to send again). */
+export function workerNeverStarted(err: unknown): boolean {
+  return err instanceof ProxmoxApiError && err.status === 500 &&
+    WORKER_NOT_STARTED_RE.test(err.serverText);
+}
+
+/**
  * PVE's own words for "no such VM on this node" (qemu-server's config
  * loader). Anchored on the config file: a bare "does not exist" also ends
  * storage, volume, snapshot and pool errors (docs/proxmox-notes.md "Error texts").

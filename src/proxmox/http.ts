@@ -1,7 +1,8 @@
 // The JSON API layer: token auth, request encoding the way pve-http-server
 // accepts it, the `{data}` envelope, error text extraction, retries of
-// idempotent reads on proxy failures (595/596/597/599/502…), and the bound
-// on calls in flight per node that pvedaemon's workers run (pvedaemon.ts).
+// idempotent reads on proxy failures (595/596/597/599/502…) and of any call
+// pvedaemon refused before its worker ran, and the bound on calls in flight
+// per node that pvedaemon's workers run (pvedaemon.ts).
 
 import { getLogger } from "@logtape/logtape";
 import {
@@ -10,6 +11,7 @@ import {
   ProxmoxApiError,
   TlsTrustError,
   TransportError,
+  workerNeverStarted,
 } from "./errors.ts";
 import { sleep } from "../kit/deadline.ts";
 import { isAgentPing, protectedNode } from "./pvedaemon.ts";
@@ -32,11 +34,15 @@ export interface ApiClient {
     signal: AbortSignal,
     opts?: ReadOptions,
   ): Promise<T>;
-  /** POST with a JSON body (or none); never retried here: the caller re-reads state. */
+  /**
+   * POST with a JSON body (or none). Sent again only when pvedaemon refused
+   * it before its worker ran (errors.ts workerNeverStarted); on any other
+   * failure the caller re-reads state. PUT and DELETE likewise.
+   */
   post<T = unknown>(path: string, body: Params | undefined, signal: AbortSignal): Promise<T>;
-  /** PUT with a JSON body; never retried here. */
+  /** PUT with a JSON body. */
   put<T = unknown>(path: string, body: Params, signal: AbortSignal): Promise<T>;
-  /** DELETE with query parameters; never retried here. */
+  /** DELETE with query parameters. */
   del<T = unknown>(path: string, query: Params | undefined, signal: AbortSignal): Promise<T>;
   close(): void;
 }
@@ -192,26 +198,60 @@ export function createApiClient(opts: ApiClientOptions): ApiClient {
     }
   }
 
-  return {
-    async get(path, query, signal, read = {}) {
-      const attempts = read.attempts ?? opts.readAttempts;
-      for (let attempt = 1;; attempt++) {
-        try {
-          return await once("GET", path, query, undefined, signal) as never;
-        } catch (err) {
-          if (!isTransient(err) || attempt >= attempts || signal.aborted) throw err;
-          log.debug("retrying read after transient failure {path}: {error}", {
-            path,
-            attempt,
-            error: (err as Error).message,
-          });
-          await sleep(opts.retryBaseMs * attempt, signal);
-        }
+  /** `call` again, up to `attempts` in all, while its failure is one `again` says did no harm. */
+  async function retrying(
+    method: string,
+    path: string,
+    attempts: number,
+    again: (err: unknown) => boolean,
+    signal: AbortSignal,
+    call: () => Promise<unknown>,
+  ): Promise<unknown> {
+    for (let attempt = 1;; attempt++) {
+      try {
+        return await call();
+      } catch (err) {
+        if (!again(err) || attempt >= attempts || signal.aborted) throw err;
+        log.debug("sending {method} {path} again after {error}", {
+          method,
+          path,
+          attempt,
+          error: (err as Error).message,
+        });
+        await sleep(opts.retryBaseMs * attempt, signal);
       }
-    },
-    post: (path, body, signal) => once("POST", path, undefined, body, signal) as never,
-    put: (path, body, signal) => once("PUT", path, undefined, body, signal) as never,
-    del: (path, query, signal) => once("DELETE", path, query, undefined, signal) as never,
+    }
+  }
+
+  const send = (
+    method: "POST" | "PUT" | "DELETE",
+    path: string,
+    query: Params | undefined,
+    body: Params | undefined,
+    signal: AbortSignal,
+  ) =>
+    retrying(
+      method,
+      path,
+      opts.readAttempts,
+      workerNeverStarted,
+      signal,
+      () => once(method, path, query, body, signal),
+    ) as never;
+
+  return {
+    get: (path, query, signal, read = {}) =>
+      retrying(
+        "GET",
+        path,
+        read.attempts ?? opts.readAttempts,
+        isTransient,
+        signal,
+        () => once("GET", path, query, undefined, signal),
+      ) as never,
+    post: (path, body, signal) => send("POST", path, undefined, body, signal),
+    put: (path, body, signal) => send("PUT", path, undefined, body, signal),
+    del: (path, query, signal) => send("DELETE", path, query, undefined, signal),
     close: () => opts.transport.close(),
   };
 }

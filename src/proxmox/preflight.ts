@@ -276,11 +276,11 @@ class Checks {
     return this.#storages;
   }
 
-  /** Every --nodes entry is a node of this cluster and online. */
+  /** Every --nodes entry is a node of this cluster and online (or, while unreported, answering). */
   async nodes(): Promise<CheckResult[]> {
     const status = await clusterNodes(this.api, this.signal);
     const known = [...status.keys()].sort().join(", ");
-    return this.px.nodes.map((n) => {
+    return await Promise.all(this.px.nodes.map(async (n) => {
       const s = status.get(n);
       if (s === undefined) {
         return failed(
@@ -290,6 +290,7 @@ class Checks {
           "correct --nodes (chart: proxmox.nodes) to the names `pvesh get /nodes` shows",
         );
       }
+      if (s === "unknown") return await this.unreportedNode(n);
       if (s !== "online") {
         return failed(
           "node",
@@ -299,7 +300,36 @@ class Checks {
         );
       }
       return pass("node", n, "online");
-    });
+    }));
+  }
+
+  /**
+   * A node listed `unknown` has sent the cluster no status figures yet (its
+   * pvestatd: just started, stopped or stuck), which says nothing of its API
+   * (docs/proxmox-notes.md "A node that is down"): ask the node itself.
+   */
+  async unreportedNode(n: string): Promise<CheckResult> {
+    const fix = `if it stays so, check pvestatd on ${n} (systemctl status pvestatd)`;
+    try {
+      await this.api.get(`/nodes/${encodeURIComponent(n)}/version`, undefined, this.signal, {
+        attempts: 1,
+      });
+    } catch (err) {
+      return failed(
+        "node",
+        n,
+        `status unknown, and it does not answer (${(err as Error).message}): every Create in ` +
+          `zone ${n} fails while it does not`,
+        `bring ${n} back, or take it out of --nodes and the offerings; ${fix}`,
+      );
+    }
+    return warn(
+      "node",
+      n,
+      "answers, but the cluster has no status figures from it yet (its pvestatd has not " +
+        "reported: just started, or stopped)",
+      `run preflight again in a minute; ${fix}`,
+    );
   }
 
   /** The pool exists (a missing pool is a 403 on clone, not a clear error). */

@@ -456,6 +456,37 @@ Deno.test({
 });
 
 Deno.test({
+  name:
+    "preflight: a node listed `unknown` (no pvestatd report yet) WARNs when it answers, FAILs when it does not",
+  ...opts,
+  async fn() {
+    await withRig({}, async (r) => {
+      r.sim.faults.unreportedNodes = ["pve2"];
+      const { r: res, report } = await r.json();
+      assert.equal(res.code, 0, "a WARN is not a failure");
+      const c = one(report, "node", "pve2");
+      assert.equal(c.status, "WARN");
+      assert.match(c.message, /^answers, but the cluster has no status figures from it yet/);
+      assert.match(c.fix!, /check pvestatd on pve2/);
+      const pve2 = find(report, "template").filter((x) => x.subject.endsWith("/pve2"));
+      assert.ok(pve2.length > 0 && pve2.every((t) => t.status === "PASS"), "its templates checked");
+    });
+    await withRig({}, async (r) => {
+      r.sim.faults.unreportedNodes = ["pve2"];
+      r.sim.faults.http596.push({ path: "/nodes/pve2/version", count: 1, performed: false });
+      const { r: res, report } = await r.json();
+      assert.equal(res.code, 1);
+      const c = one(report, "node", "pve2");
+      assert.equal(c.status, "FAIL");
+      assert.match(c.message, /^status unknown, and it does not answer \(.*596.*\)/);
+      for (const t of find(report, "template").filter((x) => x.subject.endsWith("/pve2"))) {
+        assert.equal(t.status, "SKIP");
+      }
+    });
+  },
+});
+
+Deno.test({
   name: "preflight: a missing pool FAILs (or WARNs with none configured, checking /vms instead)",
   ...opts,
   async fn() {

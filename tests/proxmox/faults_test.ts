@@ -3,7 +3,7 @@
 
 import assert from "node:assert/strict";
 import { BackendError } from "../../src/kit/backend.ts";
-import { authed, rig, signal, slot, vmidOf } from "./helpers.ts";
+import { authed, FAST, rig, signal, slot, vmidOf } from "./helpers.ts";
 
 const MiB = 1024 * 1024;
 
@@ -78,6 +78,34 @@ Deno.test("596 on DELETE: state is re-read and the VM ends up gone", async () =>
   r.sim.faults.http596.push({ path: /^\/nodes\/pve1\/qemu\/\d+$/, method: "DELETE", count: 1 });
   await r.backend.delete({ machineId: s.machineId, hostRef }, signal());
   assert.equal(r.sim.vm(vmidOf(hostRef)), undefined);
+});
+
+Deno.test("a call pvedaemon refused before its worker ran is sent again: clone, start, stop, destroy", async () => {
+  await using r = await rig();
+  r.sim.faults.workerStartFailures = { qmclone: 1, qmstart: 2 };
+  const s = slot("pve1");
+  const { hostRef } = await r.backend.create(s, signal());
+  assert.deepEqual(r.sim.faults.workerStartFailures, { qmclone: 0, qmstart: 0 }, "each refused");
+  assert.equal(r.sim.vms().filter((v) => !v.template).length, 1, "one clone");
+  assert.equal(r.sim.vm(vmidOf(hostRef))!.starts, 1);
+
+  r.sim.faults.workerStartFailures = { qmstop: 1, qmdestroy: 1 };
+  await r.backend.delete({ machineId: s.machineId, hostRef }, signal());
+  assert.deepEqual(r.sim.faults.workerStartFailures, { qmstop: 0, qmdestroy: 0 }, "each refused");
+  assert.equal(r.sim.vm(vmidOf(hostRef)), undefined);
+});
+
+Deno.test("a worker that never starts, attempt after attempt, fails the call in pvedaemon's words", async () => {
+  await using r = await rig({}, {}, { timing: { ...FAST, readAttempts: 3 } });
+  const s = slot("pve1");
+  const { hostRef } = await r.backend.create(s, signal());
+  r.sim.faults.workerStartFailures = { qmstop: 10 };
+  await assert.rejects(
+    r.backend.delete({ machineId: s.machineId, hostRef }, signal()),
+    /POST \/nodes\/pve1\/qemu\/\d+\/status\/stop: 500 got no worker upid - start worker failed/,
+  );
+  assert.equal(r.sim.faults.workerStartFailures.qmstop, 7, "sent three times, then given up");
+  assert.equal(r.sim.vm(vmidOf(hostRef))?.status, "running", "nothing else was tried");
 });
 
 Deno.test("a slow guest agent (boot delay, timeouts, slow answers) is waited for", async () => {

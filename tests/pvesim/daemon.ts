@@ -17,6 +17,7 @@ import type { Timers } from "./tasks.ts";
  */
 const UNPROTECTED_GETS = new Set([
   "/nodes/{node}/status",
+  "/nodes/{node}/version",
   "/nodes/{node}/tasks",
   "/nodes/{node}/qemu/{vmid}/config",
   "/nodes/{node}/qemu/{vmid}/pending",

@@ -27,11 +27,13 @@ export function defaultFaults(auditHidden: boolean): SimFaults {
     hiddenStorages: [],
     offlineStorages: [],
     offlineNodes: [],
+    unreportedNodes: [],
     acl: null,
     offlineReply: { status: 595, reason: "No route to host", delayMs: 0 },
     datacenter: {},
     volumeFreeFailures: [],
     destroyDies: 0,
+    workerStartFailures: {},
   };
 }
 

@@ -109,7 +109,7 @@ export async function startSimulator(opts: SimOptions = {}): Promise<Simulator> 
   const workers = opts.pvedaemonWorkers ?? 3;
   const core: SimCore = {
     state,
-    tasks: new TaskRegistry(timers),
+    tasks: new TaskRegistry(timers, faults),
     timers,
     faults,
     daemons: new Map(nodes.map((n) => [n, new WorkerPool(workers)])),

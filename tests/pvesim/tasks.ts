@@ -2,8 +2,8 @@
 // GET /nodes/{n}/tasks/{upid}/status, and a timer helper the workers sleep on
 // (close() cancels every timer so `deno test` sees no leaked ops).
 
-import { TaskFailure } from "./errors.ts";
-import type { SimTask, TaskType } from "./types.ts";
+import { fail, TaskFailure } from "./errors.ts";
+import type { SimFaults, SimTask, TaskType } from "./types.ts";
 
 export interface Task extends SimTask {
   pid: number;
@@ -102,7 +102,7 @@ export class TaskRegistry {
   // pstart is "jiffies since boot"; any plausible large number will do.
   #pstartBase = 0x1c40000 + Math.floor(Math.random() * 0x10000);
 
-  constructor(private timers: Timers) {}
+  constructor(private timers: Timers, private faults: SimFaults) {}
 
   /**
    * Starts a worker. `work` runs after the HTTP reply (next macrotask).
@@ -115,6 +115,11 @@ export class TaskRegistry {
     authid: string,
     work: (task: Task) => Promise<number | void>,
   ): Task {
+    const left = this.faults.workerStartFailures[type] ?? 0;
+    if (left > 0) {
+      this.faults.workerStartFailures[type] = left - 1;
+      throw fail("got no worker upid - start worker failed");
+    }
     const pid = ++this.#pidCounter;
     const t: Task = {
       upid: "",

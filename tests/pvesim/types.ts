@@ -230,6 +230,14 @@ export interface SimFaults {
   cloneCleanupFails: boolean;
   /** Fail tasks of a type in the worker with this text. */
   taskError: Partial<Record<TaskType, string | TaskErrorRule>>;
+  /**
+   * The next N calls that would fork a worker of a type answer 500 `got no
+   * worker upid - start worker failed` and do nothing: pvedaemon's
+   * fork_worker read the child's UPID from a pipe and got nothing (the read
+   * cut short by a signal when another worker ended, as under load); the
+   * child, never told to go on, exits before the task's work.
+   */
+  workerStartFailures: Partial<Record<TaskType, number>>;
   /** Answer matching requests with 596 (or another proxy status), plain-text body. */
   http596: Http596Rule[];
   /** Every agent call answers this much later. */
@@ -275,6 +283,12 @@ export interface SimFaults {
    * and /cluster/resources show the node `offline`, /cluster/status `online: 0`.
    */
   offlineNodes: string[];
+  /**
+   * Nodes whose pvestatd has sent no status yet (just started, or stopped):
+   * /nodes and /cluster/resources list them `unknown` without figures (their
+   * VMs likewise), while every call to the node itself is answered.
+   */
+  unreportedNodes: string[];
   /**
    * ACLs of the API token (see acl.ts); null (default: SimOptions.acl) grants
    * everything. Enforced for the SDN.Use checks of clone on the source's NICs.

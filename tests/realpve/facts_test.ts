@@ -319,3 +319,19 @@ laneTest(
     }
   },
 );
+
+laneTest(
+  "fact: /nodes/<node>/version answers a token with no privilege on the node; /nodes/<node>/status is refused it (403)",
+  async () => {
+    const r = await rig();
+    const id = await laneIdentity("no-audit-all-vms");
+    const token = { id: id.tokenId, secret: id.secret };
+    const v = await api<{ version: string }>("GET", `/nodes/${r.node}/version`, {}, token);
+    assert.equal(v.version, r.version, "the node's own pve-manager version");
+    const refused = await api("GET", `/nodes/${r.node}/status`, {}, token).then(
+      () => null,
+      (e) => e as RigApiError,
+    );
+    assert.equal(refused?.status, 403, "Sys.Audit on /nodes/<node> is needed there");
+  },
+);

@@ -47,8 +47,8 @@ function qemuEntry(core: SimCore, vm: VmRecord): Record<string, unknown> {
     type: "qemu",
   };
   // name/status/template come from pvestatd's RRD data, which lags, and
-  // which a node that is down no longer sends.
-  const rrd = core.faults.offlineNodes.includes(vm.node) ? undefined : core.state.rrdView(vm);
+  // which a node that is down (or whose pvestatd has not reported) does not send.
+  const rrd = unreported(core, vm.node) ? undefined : core.state.rrdView(vm);
   if (rrd) {
     Object.assign(e, {
       status: rrd.status,
@@ -65,10 +65,19 @@ function qemuEntry(core: SimCore, vm: VmRecord): Record<string, unknown> {
   return e;
 }
 
+/** Whether the cluster has no status figures from node `n` (down, or its pvestatd silent). */
+function unreported(core: SimCore, n: string): boolean {
+  return core.faults.offlineNodes.includes(n) || core.faults.unreportedNodes.includes(n);
+}
+
 /** A node as /nodes and cluster/resources list it; a node that is down has no stats. */
 export function nodeEntry(core: SimCore, n: string): Record<string, unknown> {
   if (core.faults.offlineNodes.includes(n)) {
     return { id: `node/${n}`, type: "node", node: n, status: "offline", level: "" };
+  }
+  // Figures (and `online`) come only from the node's pvestatd reports (API2Tools extract_node_stats).
+  if (core.faults.unreportedNodes.includes(n)) {
+    return { id: `node/${n}`, type: "node", node: n, status: "unknown" };
   }
   return {
     id: `node/${n}`,
@@ -146,17 +155,22 @@ function nextId(core: SimCore, vmid?: number): string {
   throw fail(`unable to get any free VMID in range [${lower}, ${upper}]`);
 }
 
+/** What /version and /nodes/{node}/version answer (any authenticated caller). */
+export function versionInfo(core: SimCore): Record<string, string> {
+  return {
+    version: core.pveVersion,
+    release: core.pveVersion.split(".").slice(0, 2).join("."),
+    repoid: "2a5fa54a8503f96d",
+  };
+}
+
 export const clusterRoutes: Route[] = [
   {
     method: "GET",
     pattern: "/version",
     schema: {},
     perm: root,
-    handler: ({ core }) => ({
-      version: core.pveVersion,
-      release: core.pveVersion.split(".").slice(0, 2).join("."),
-      repoid: "2a5fa54a8503f96d",
-    }),
+    handler: ({ core }) => versionInfo(core),
   },
   {
     method: "GET",

@@ -4,7 +4,7 @@ import { fail, paramError } from "../errors.ts";
 import { NODE } from "../params.ts";
 import type { Route, SimCore } from "../router.ts";
 import { parseUpid, type Task } from "../tasks.ts";
-import { nodeEntry } from "./cluster.ts";
+import { nodeEntry, versionInfo } from "./cluster.ts";
 import { mayOnVm } from "../acl.ts";
 
 /** pveproxy resolves the node name before proxying; an unknown one dies. */
@@ -81,6 +81,17 @@ export const nodeRoutes: Route[] = [
     handler: ({ core, params }) => {
       checkNode(core, params.node as string);
       return nodeStatus(core);
+    },
+  },
+  {
+    // Answered by the node itself (proxied), to any authenticated caller.
+    method: "GET",
+    pattern: "/nodes/{node}/version",
+    schema: { node: NODE },
+    perm: nodePerm,
+    handler: ({ core, params }) => {
+      checkNode(core, params.node as string);
+      return versionInfo(core);
     },
   },
   {
