@@ -7,11 +7,14 @@ import { sleep } from "./time.ts";
 
 export const REPO_ROOT = new URL("../../", import.meta.url).pathname;
 
-/** The `--v8-flags=…` the compiled binary is built with (deno.json `compile` task), if any. */
-export function compiledV8Flags(): string[] {
+/**
+ * The runtime flags the compiled binary is built with (deno.json `compile`
+ * task): its `--v8-flags=…` and `--no-code-cache`, if there.
+ */
+export function compiledRuntimeFlags(): string[] {
   const compile = JSON.parse(Deno.readTextFileSync(`${REPO_ROOT}deno.json`)).tasks.compile;
   const command: string = typeof compile === "string" ? compile : compile.command;
-  return command.split(/\s+/).filter((t) => t.startsWith("--v8-flags="));
+  return command.split(/\s+/).filter((t) => t.startsWith("--v8-flags=") || t === "--no-code-cache");
 }
 
 /** `deno run` with the permissions and V8 flags the compiled binary is built with. */
@@ -24,7 +27,7 @@ export const DEFAULT_PROVIDER_CMD = [
   "--allow-env",
   "--allow-sys",
   "--unstable-kv",
-  ...compiledV8Flags(),
+  ...compiledRuntimeFlags(),
   `${REPO_ROOT}main.ts`,
 ];
 
