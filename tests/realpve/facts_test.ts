@@ -6,7 +6,7 @@
 // lane owns the rig outside 5000-6999).
 
 import assert from "node:assert/strict";
-import { laneIdentity, withTagPolicy } from "./lane.ts";
+import { laneIdentity, until, withTagPolicy } from "./lane.ts";
 import {
   api,
   destroyVm,
@@ -284,7 +284,17 @@ laneTest(
         stderr: "null",
       }).spawn();
       try {
-        await new Promise((f) => setTimeout(f, 1000)); // the holders take their locks
+        // Every holder has its lock once a non-blocking flock on each file fails.
+        await until(
+          async () =>
+            (await exec([
+              "sh",
+              "-c",
+              ids.map((id) => `! flock -n /var/lock/qemu-server/lock-${id}.conf true`).join(" && "),
+            ])).code === 0,
+          10_000,
+          "the holders take their locks",
+        );
         const t0 = Date.now();
         const done = await Promise.all(ids.map(async (id) => {
           const err = await api("PUT", `/nodes/${r.node}/qemu/${id}/config`, { description: "x" })
