@@ -4,25 +4,18 @@
 //
 //   deno run --allow-read .ci/failures.ts JUNIT_XML
 
+import { readTestCases } from "./junit.ts";
+
 const LINES = 12;
 const WIDTH = 300;
 
-const xml = await Deno.readTextFile(Deno.args[0]).catch(() => "");
-const unescape = (s: string) =>
-  s.replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&quot;/g, '"').replace(/&apos;/g, "'")
-    .replace(/&amp;/g, "&");
-
 const out: string[] = [];
-for (const tc of xml.split("<testcase ").slice(1)) {
-  const failure = /<failure message="([^"]*)"/.exec(tc);
-  if (!failure) continue;
-  const name = unescape(/^name="([^"]*)"/.exec(tc)?.[1] ?? "?");
-  const file = unescape(/classname="([^"]*)"/.exec(tc)?.[1] ?? "?");
-  const message = unescape(failure[1]);
+for (const tc of await readTestCases(Deno.args[0])) {
+  if (tc.outcome !== "failed") continue;
   // A test whose steps failed says only that; its steps carry the reasons.
-  if (/^\d+ test steps? failed\.?$/.test(message.trim())) continue;
-  out.push(`failed: ${file} > ${name}`);
-  for (const line of message.split("\n").filter((l) => l.trim() !== "").slice(0, LINES)) {
+  if (/^\d+ test steps? failed\.?$/.test(tc.failure.trim())) continue;
+  out.push(`failed: ${tc.file} > ${tc.name}`);
+  for (const line of tc.failure.split("\n").filter((l) => l.trim() !== "").slice(0, LINES)) {
     out.push(`    ${line.slice(0, WIDTH)}`);
   }
 }

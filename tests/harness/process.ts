@@ -17,7 +17,7 @@ export function compiledRuntimeFlags(): string[] {
   return command.split(/\s+/).filter((t) => t.startsWith("--v8-flags=") || t === "--no-code-cache");
 }
 
-/** `deno run` with the permissions and V8 flags the compiled binary is built with. */
+/** `deno run` with the permissions and runtime flags the compiled binary is built with. */
 export const DEFAULT_PROVIDER_CMD = [
   Deno.execPath(),
   "run",

@@ -4,8 +4,9 @@
 //
 //   deno run --allow-read tests/realpve/summary.ts JUNIT_XML TEST_LOG
 
+import { readTestCases } from "../../.ci/junit.ts";
+
 const [junit, log] = Deno.args;
-const xml = await Deno.readTextFile(junit).catch(() => "");
 const skipped = (await Deno.readTextFile(log).catch(() => ""))
   .split("\n").find((l) => l.startsWith("realpve lane skipped: "));
 
@@ -13,12 +14,10 @@ let passed = 0;
 let failed = 0;
 let ignored = 0;
 // Counted by name: a testcase's suite is the file that registered it (rig.ts, suite.ts).
-for (const tc of xml.split("<testcase ").slice(1)) {
-  const name = /^name="([^"]*)"/.exec(tc)?.[1] ?? "";
-  if (!name.startsWith("realpve: ") && !name.startsWith("[realpve] ")) continue;
-  const body = tc.slice(0, tc.indexOf("</testcase>"));
-  if (body.includes("<failure") || body.includes("<error")) failed++;
-  else if (body.includes("<skipped")) ignored++;
+for (const tc of await readTestCases(junit)) {
+  if (!tc.name.startsWith("realpve: ") && !tc.name.startsWith("[realpve] ")) continue;
+  if (tc.outcome === "failed") failed++;
+  else if (tc.outcome === "skipped") ignored++;
   else passed++;
 }
 if (skipped !== undefined && passed + failed === 0) console.log(skipped);
