@@ -54,11 +54,18 @@ export async function describeManaged(
       } catch (err) {
         if (signal.aborted) throw err;
         if (isNodeUnreachable(err)) down.set(e.node, (err as Error).message);
-        else if (isPermissionError(err)) config = {};
-        else throw err;
+        else if (!isPermissionError(err)) throw err;
+        else {
+          // A 403 says nothing of the marker: a destroy under a pool-scoped
+          // token drops the VMID's rights before its config goes, so a listing
+          // read just before shows a VM we can no longer read.
+          if (ctx.destroyed.has(e.vmid)) return null;
+          if (ctx.known.has(e.vmid)) return fromListing(ctx, e, listedStatus(e));
+          config = {};
+        }
       }
     }
-    if (down.has(e.node)) return fromListing(ctx, e);
+    if (down.has(e.node)) return fromListing(ctx, e, "unknown");
     if (config === null || Number(config.template ?? 0) === 1) return null;
     const marker = parseMarker(config.description);
     if (marker !== null) known.set(e.vmid, marker.machineId);
@@ -67,10 +74,9 @@ export async function describeManaged(
     const inflight = cloning.get(e.vmid);
     // Unmarked, untagged VMs (a human's clone in flight) are not ours to report.
     if (marker === null && !tagged && inflight === undefined) return null;
-    const status = e.status === "running" || e.status === "stopped" ? e.status : "unknown";
     return {
       ...located(e, marker?.machineId ?? inflight ?? ""),
-      status,
+      status: listedStatus(e),
       cloning: config.lock === "clone" || e.lock === "clone",
     };
   });
@@ -83,13 +89,22 @@ export async function describeManaged(
 }
 
 /**
- * A VM on a node that is down, as the listing shows it: only when its marker
- * was read before (an unidentified VM would become a spurious orphan).
+ * A VM whose config cannot be read this pass (its node is down, or a 403), as
+ * the listing shows it: only when its marker was read before (an unidentified
+ * VM would become a spurious orphan).
  */
-function fromListing(ctx: ProxmoxContext, e: ResourceEntry): PveVm | null {
+function fromListing(
+  ctx: ProxmoxContext,
+  e: ResourceEntry,
+  status: PveVm["status"],
+): PveVm | null {
   const machineId = ctx.known.get(e.vmid) ?? ctx.cloning.get(e.vmid);
   if (machineId === undefined) return null;
-  return { ...located(e, machineId), status: "unknown", cloning: e.lock === "clone" };
+  return { ...located(e, machineId), status, cloning: e.lock === "clone" };
+}
+
+function listedStatus(e: ResourceEntry): PveVm["status"] {
+  return e.status === "running" || e.status === "stopped" ? e.status : "unknown";
 }
 
 /** Where a listed VM is, in the kit's terms (a zone is a node) and ours. */

@@ -258,6 +258,32 @@ Deno.test("delete when the VM itself cannot be read (403): refused, the VM is le
   assert.equal(vm.status, "running", "nor stopped");
 });
 
+Deno.test("describe: a listed VM whose config turns 403 is still the machine its marker named", async () => {
+  await using r = await rig();
+  const s = slot("pve1");
+  const { hostRef } = await r.backend.create(s, signal());
+  // What a pool-scoped token sees while a destroy has taken the VMID out of its pool.
+  r.sim.faults.forbidden = new RegExp(`/qemu/${vmidOf(hostRef)}/config$`);
+  const vms = await r.backend.describe(signal());
+  assert.deepEqual(
+    vms.map((v) => [v.machineId, v.hostRef, v.status]),
+    [[s.machineId, hostRef, "running"]],
+    "not an orphan without an id",
+  );
+});
+
+Deno.test("describe: a VMID this provider destroyed that reads 403 is not reported", async () => {
+  await using r = await rig();
+  const s = slot("pve1");
+  const { hostRef } = await r.backend.create(s, signal());
+  const vmid = vmidOf(hostRef);
+  await r.backend.delete({ machineId: s.machineId, hostRef }, signal());
+  // A listing read just before the destroy still shows it; its config is no longer ours to read.
+  r.sim.addVm({ vmid, node: "pve1", name: `bigfleet-${vmid}`, template: false, tags: "bigfleet" });
+  r.sim.faults.forbidden = new RegExp(`/qemu/${vmid}/config$`);
+  assert.deepEqual(await r.backend.describe(signal()), []);
+});
+
 Deno.test("create works without VM.Audit on the listing (template found by direct reads)", async () => {
   await using r = await rig({ auditHidden: true });
   const { hostRef } = await r.backend.create(slot("pve2"), signal());
