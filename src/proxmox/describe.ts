@@ -55,14 +55,12 @@ export async function describeManaged(
         if (signal.aborted) throw err;
         if (isNodeUnreachable(err)) down.set(e.node, (err as Error).message);
         else if (!isPermissionError(err)) throw err;
-        else {
-          // A 403 says nothing of the marker: a destroy under a pool-scoped
-          // token drops the VMID's rights before its config goes, so a listing
-          // read just before shows a VM we can no longer read.
-          if (ctx.destroyed.has(e.vmid)) return null;
-          if (ctx.known.has(e.vmid)) return fromListing(ctx, e, listedStatus(e));
-          config = {};
-        }
+        // A 403 says nothing of the marker: a destroy under a pool-scoped
+        // token drops the VMID's rights before its config goes, so a listing
+        // read just before shows a VM we can no longer read.
+        else if (ctx.destroyed.has(e.vmid)) return null;
+        else if (known.has(e.vmid)) return fromListing(ctx, e, listedStatus(e));
+        else config = {};
       }
     }
     if (down.has(e.node)) return fromListing(ctx, e, "unknown");
