@@ -1,16 +1,25 @@
 // The least-privilege path on the real PVE: deploy/host-setup/setup-token.sh
-// run inside the rig in each of its modes makes the user, roles (PVE 8
-// privilege names), pool, ACLs and privilege-separated token it promises;
+// run inside the rig in each of its modes makes the user, roles (the rig's
+// version's privilege names), pool, ACLs and privilege-separated token it promises;
 // `preflight` (the real entrypoint) passes with that token, and fails naming
 // the fix once a privilege is taken from the role.
 
 import assert from "node:assert/strict";
 import { cli } from "../cli/helpers.ts";
 import { laneIdentity, type Mode, providerFlags } from "./lane.ts";
-import { laneTest, run } from "./rig.ts";
+import { laneTest, pveMajor, run } from "./rig.ts";
 
-const PROVISIONER = "VM.Allocate,VM.Audit,VM.Config.CPU,VM.Config.Memory,VM.Config.Options," +
-  "VM.Monitor,VM.PowerMgmt,Pool.Audit";
+/**
+ * The provisioner role setup-token.sh makes: the guest-agent privileges are
+ * `VM.Monitor` on PVE 8 and `VM.GuestAgent.*` on PVE 9, which has no VM.Monitor.
+ */
+async function provisioner(): Promise<string> {
+  const agent = (await pveMajor()) >= 9
+    ? "VM.GuestAgent.Audit,VM.GuestAgent.Unrestricted"
+    : "VM.Monitor";
+  return `VM.Allocate,VM.Audit,VM.Config.CPU,VM.Config.Memory,VM.Config.Options,${agent},` +
+    "VM.PowerMgmt,Pool.Audit";
+}
 
 const sorted = (privs: string) => privs.split(",").sort().join(",");
 
@@ -69,7 +78,7 @@ const EXPECTED: Record<Mode, (p: string, pool: string) => string[]> = {
 
 for (const mode of ["default", "vlan-tags", "no-audit-all-vms"] as const) {
   laneTest(
-    `setup-token.sh ${mode}: user, PVE 8 roles, pool, ACLs on user and token, privsep token; preflight passes`,
+    `setup-token.sh ${mode}: user, the version's roles, pool, ACLs on user and token, privsep token; preflight passes`,
     async () => {
       const id = await laneIdentity(mode, { fresh: true });
       const cfg = await userCfg();
@@ -80,7 +89,11 @@ for (const mode of ["default", "vlan-tags", "no-audit-all-vms"] as const) {
         "one privilege-separated token",
       );
       assert.ok(cfg.pools.includes(id.pool), `pool ${id.pool} exists`);
-      assert.equal(cfg.role(`${id.prefix}Provisioner`), sorted(PROVISIONER), "PVE 8 names");
+      assert.equal(
+        cfg.role(`${id.prefix}Provisioner`),
+        sorted(await provisioner()),
+        `PVE ${await pveMajor()} names`,
+      );
       assert.equal(cfg.role(`${id.prefix}TemplateCloner`), "VM.Audit,VM.Clone");
       assert.equal(cfg.role(`${id.prefix}Storage`), "Datastore.AllocateSpace,Datastore.Audit");
       assert.equal(cfg.role(`${id.prefix}Network`), "SDN.Use");
@@ -111,7 +124,8 @@ for (const mode of ["default", "vlan-tags", "no-audit-all-vms"] as const) {
 laneTest("preflight FAILs naming the fix when the role loses a privilege", async () => {
   const id = await laneIdentity("default");
   const role = `${id.prefix}Provisioner`;
-  const without = PROVISIONER.split(",").filter((p) => p !== "VM.PowerMgmt").join(",");
+  const all = await provisioner();
+  const without = all.split(",").filter((p) => p !== "VM.PowerMgmt").join(",");
   await run("pveum", "role", "modify", role, "--privs", without);
   try {
     const r = await preflight("default");
@@ -120,7 +134,7 @@ laneTest("preflight FAILs naming the fix when the role loses a privilege", async
     assert.ok(fail.some((l) => l.includes("VM.PowerMgmt")), `a FAIL names it:\n${r.stdout}`);
     assert.match(r.stdout, /fix: .*VM\.PowerMgmt/i);
   } finally {
-    await run("pveum", "role", "modify", role, "--privs", PROVISIONER);
+    await run("pveum", "role", "modify", role, "--privs", all);
   }
   const ok = await preflight("default");
   assert.equal(ok.code, 0, `preflight with the privilege back:\n${ok.stdout}${ok.stderr}`);

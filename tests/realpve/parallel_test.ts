@@ -19,7 +19,7 @@ import {
   vmidOf,
   volumesOf,
 } from "./lane.ts";
-import { api, exec, laneTest, rig, RigApiError, run } from "./rig.ts";
+import { api, destroyVm, exec, laneTest, rig, RigApiError, run, waitTask } from "./rig.ts";
 
 const PROVIDER = "burst";
 const machine = (i: number) => laneMachine(i, PROVIDER);
@@ -56,9 +56,10 @@ async function leakedTotal(): Promise<number> {
 
 /**
  * An operator's call that keeps one of pvedaemon's three workers busy for
- * about `seconds`: config PUTs (Administrator token), one at a time, on a VMID
- * no VM has, whose config lock is held here, so each waits out PVE's 10 s lock
- * timeout in a worker. The provider's own bound (2 protected calls per node)
+ * about `seconds`: config PUTs (Administrator token), one at a time, on a
+ * diskless VM made for it, whose config lock is held here, so each waits out
+ * PVE's 10 s lock timeout in a worker (PVE 9 reads the config before it locks,
+ * so a VMID without a VM answers at once). The provider's own bound (2 protected calls per node)
  * leaves it that worker; an operator who takes all three makes anyone's next
  * call wait in pveproxy, and past 30 s that is a 596 the provider can only
  * retry. Resolves with the answers' texts.
@@ -66,6 +67,12 @@ async function leakedTotal(): Promise<number> {
 async function holdWorkers(seconds: number): Promise<string[]> {
   const r = await rig();
   const ids = [7190];
+  for (const id of ids) {
+    if (await qmConfig(id) === null) {
+      const made = { vmid: id, name: "bf-lane-holder", memory: 64 };
+      await waitTask(await api<string>("POST", `/nodes/${r.node}/qemu`, made));
+    }
+  }
   const holder = new Deno.Command(r.exec, {
     args: [
       "sh",
@@ -162,4 +169,5 @@ laneTest("burst: Delete the others, stop the provider", async () => {
   }
   await provider.stop();
   await sweepPools();
+  await destroyVm(7190);
 });

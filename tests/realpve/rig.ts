@@ -1,5 +1,5 @@
-// The real-PVE lane's access to the rig: a single-node Proxmox VE 8.4 that the
-// machine's `shared/realpve/up` (next to the repository checkout) starts. It
+// The real-PVE lane's access to the rig: a single-node Proxmox VE (8.x or 9.x)
+// that the script BFREALPVE_UP names brings up (README.md in this folder). It
 // decides once whether the lane can run here, brings the rig up once per test
 // process, and runs commands inside it (`qm`, `pveum`, `pvesh`, `pvesm`) and
 // API calls with the rig's Administrator token (for setup and for reading
@@ -30,50 +30,24 @@ export interface Ran {
   stderr: string;
 }
 
-/** `shared/realpve/up` next to the checkout, or next to a folder above it (a worktree). */
+/** The `up` script BFREALPVE_UP names (README.md in this folder), or null. */
 function findUp(): string | null {
-  const override = Deno.env.get("BFREALPVE_UP");
-  if (override) return exists(override) ? override : null;
-  const first = new URL("../../../shared/realpve/up", import.meta.url).pathname;
-  if (exists(first)) return first;
-  let dir = REPO_ROOT.replace(/\/+$/, "");
-  while (dir.includes("/")) {
-    dir = dir.slice(0, dir.lastIndexOf("/"));
-    const up = `${dir}/shared/realpve/up`;
-    if (exists(up)) return up;
-    if (dir === "") break;
-  }
-  return null;
-}
-
-function exists(path: string): boolean {
-  try {
-    Deno.statSync(path);
-    return true;
-  } catch {
-    return false;
-  }
+  const up = Deno.env.get("BFREALPVE_UP");
+  return up === undefined || up === "" ? null : up;
 }
 
 /** Why the lane cannot run here, or null when it can. */
 function whySkip(up: string | null): string | null {
   const env = Deno.env.get("BFREALPVE");
   if (env === "0" || env === "off") return `BFREALPVE=${env}`;
-  if (up === null) return "../shared/realpve/up not found";
-  if (Deno.build.os !== "linux" || Deno.build.arch !== "x86_64") {
-    return `needs Linux on x86_64 (this is ${Deno.build.os} ${Deno.build.arch})`;
+  if (up === null) {
+    return "no real Proxmox VE given (set BFREALPVE_UP to a script that prints the rig JSON: " +
+      "tests/realpve/README.md)";
   }
-  if (Deno.uid() !== 0) return "needs root (the rig runs PVE's daemons and QEMU)";
-  // Deno refuses a stat of a device file without --allow-all, which `deno task test` does
-  // not grant: ask the shell instead.
-  const fuse = new Deno.Command("test", { args: ["-c", "/dev/fuse"] }).outputSync();
-  if (!fuse.success) return "/dev/fuse is missing (pmxcfs needs it)";
-  let debian = "";
   try {
-    debian = Deno.readTextFileSync("/etc/debian_version").trim();
-  } catch { /* not Debian */ }
-  if (!/^12(\.|$)/.test(debian)) {
-    return `needs Debian 12 (found ${debian === "" ? "no /etc/debian_version" : debian})`;
+    if (!Deno.statSync(up).isFile) return `BFREALPVE_UP=${up} is not a file`;
+  } catch {
+    return `BFREALPVE_UP=${up} does not exist`;
   }
   return null;
 }
@@ -275,3 +249,21 @@ export async function guestExec(vmid: number, argv: string[], timeoutMs = 60_000
 
 /** The repository path as the rig sees it (the rig shares the host's file system). */
 export const REPO = REPO_ROOT.replace(/\/+$/, "");
+
+let major: Promise<number> | undefined;
+
+/** The rig's Proxmox VE major version (8 or 9), from `GET /version`. */
+export function pveMajor(): Promise<number> {
+  return major ??= (async () => {
+    const v = await api<{ version?: string }>("GET", "/version");
+    const m = /^(\d+)\./.exec(String(v.version ?? ""));
+    if (m === null) throw new Error(`realpve: unreadable /version ${JSON.stringify(v)}`);
+    return Number(m[1]);
+  })();
+}
+
+/** Whether the rig's package `pkg` is at least `version` (dpkg's own comparison, in the rig). */
+export async function packageAtLeast(pkg: string, version: string): Promise<boolean> {
+  const have = (await run("dpkg-query", "-W", "-f=${Version}", pkg)).trim();
+  return (await exec(["dpkg", "--compare-versions", have, "ge", version])).code === 0;
+}
