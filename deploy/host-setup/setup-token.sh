@@ -40,6 +40,9 @@
 #   start / stop                 VM.PowerMgmt
 #   destroy                      VM.Allocate
 #   list / read VMs and tasks    VM.Audit, Pool.Audit, Datastore.Audit
+#   clone a template whose cpu is a custom model (PVE 9)
+#                                Mapping.Use on /mapping/cpu/<model>, read from
+#                                each template's config
 #   guest agent (osinfo, file-write, exec)
 #                                PVE 8: VM.Monitor
 #                                PVE 9: VM.GuestAgent.Audit + VM.GuestAgent.Unrestricted
@@ -201,6 +204,41 @@ else
 fi
 info "PVE ${PVE_MAJOR}: guest-agent privileges ${AGENT_PRIVS}"
 
+# PVE 9 refuses a pool id that does not start with a letter; say so before
+# anything is made (a refusal after the roles and the user would leave them).
+if [ "${PVE_MAJOR}" -ge 9 ] && ! printf '%s\n' "${BIGFLEET_POOL}" | grep -Eq '^[A-Za-z]'; then
+	die "--pool must start with a letter on Proxmox VE ${PVE_MAJOR}, got '${BIGFLEET_POOL}'"
+fi
+
+# ---- custom CPU models of the templates (PVE 9) --------------------------------
+
+# qemu-server 9.1.15 and later check Mapping.Use on /mapping/cpu/<name> when a
+# VM whose cpu is a custom model (custom-<name>) is cloned. Read each
+# template's cpu (read-only) to grant exactly those models.
+CPU_MODELS=""
+if [ "${PVE_MAJOR}" -ge 9 ]; then
+	RESOURCES="$(pvesh get /cluster/resources --type vm --output-format json 2>/dev/null || true)"
+	for vmid in $(printf '%s' "${BIGFLEET_TEMPLATES}" | tr ',' ' '); do
+		node="$(printf '%s' "${RESOURCES}" | grep -o '{[^{}]*}' |
+			grep -E "\"vmid\"[[:space:]]*:[[:space:]]*\"?${vmid}\"?[,}]" |
+			sed -n 's/.*"node"[[:space:]]*:[[:space:]]*"\([^"]*\)".*/\1/p' | head -n 1)"
+		if [ -z "${node}" ]; then
+			info "template ${vmid}: not found in the cluster; a custom CPU model it may get later is not granted (re-run this script then)"
+			continue
+		fi
+		cpu="$(pvesh get "/nodes/${node}/qemu/${vmid}/config" --output-format json 2>/dev/null |
+			sed -n 's/.*"cpu"[[:space:]]*:[[:space:]]*"\([^"]*\)".*/\1/p')"
+		model="$(printf '%s' "${cpu}" | tr ',' '\n' | sed -n 's/^\(cputype=\)\{0,1\}custom-//p' | head -n 1)"
+		if [ -n "${model}" ]; then
+			info "template ${vmid}: custom CPU model '${model}'"
+			case ",${CPU_MODELS}," in
+			*",${model},"*) ;;
+			*) CPU_MODELS="${CPU_MODELS:+${CPU_MODELS},}${model}" ;;
+			esac
+		fi
+	done
+fi
+
 # ---- roles --------------------------------------------------------------------
 
 ensure_role() {
@@ -224,6 +262,10 @@ if [ "${BIGFLEET_AUDIT_ALL_VMS}" = "1" ]; then
 	# A clone joins the pool only when its disk copy ends; until then only
 	# VM.Audit on /vms lets the provider see (and adopt) its in-flight clone.
 	ensure_role "${ROLE_AUDIT}" "VM.Audit"
+fi
+ROLE_CPU="${BIGFLEET_ROLE_PREFIX}CpuModel"
+if [ -n "${CPU_MODELS}" ]; then
+	ensure_role "${ROLE_CPU}" "Mapping.Use"
 fi
 HAVE_SDN_USE=0
 if known_priv 'SDN.Use'; then
@@ -358,6 +400,9 @@ fi
 if [ "${BIGFLEET_AUDIT_ALL_VMS}" = "1" ]; then
 	grant "/vms" "${ROLE_AUDIT}" 1
 fi
+for model in $(printf '%s' "${CPU_MODELS}" | tr ',' ' '); do
+	grant "/mapping/cpu/${model}" "${ROLE_CPU}" 0
+done
 
 # ---- result ---------------------------------------------------------------------------
 

@@ -307,3 +307,54 @@ Deno.test("setup-token.sh: with no privilege hint, pveversion's major version pi
     "PVE 8 names the agent VM.Monitor",
   );
 });
+
+Deno.test("setup-token.sh (PVE 9): a pool id not starting with a letter is refused before anything is changed; PVE 8 takes it", async () => {
+  for (const pool of ["1x", "_pool"]) {
+    const res = await setupToken({ roles: ROLES_PVE9 }, ["--pool", pool]);
+    assert.equal(res.code, 1, `${pool}: ${res.stderr}`);
+    assert.match(
+      res.stderr,
+      new RegExp(
+        `^setup-token\\.sh: --pool must start with a letter on Proxmox VE 9, got '${pool}'`,
+        "m",
+      ),
+    );
+    assert.deepEqual(res.mutations, [], `${pool}: nothing changed`);
+  }
+  const pve8 = await setupToken({ roles: ROLES_PVE8 }, ["--pool", "1x"]);
+  assert.equal(pve8.code, 0, pve8.stderr);
+  assert.ok(pve8.mutations.includes("pool add 1x --comment VMs managed by BigFleet"));
+});
+
+/** A cluster whose templates 9000 (custom model `bigfleet`, with flags) and 9001 (a built-in model) are on pve2. */
+const CPU_CLUSTER = {
+  resources: '[{"id":"qemu/9000","type":"qemu","vmid":9000,"node":"pve2","template":1},' +
+    '{"id":"qemu/9001","type":"qemu","vmid":9001,"node":"pve2","template":1},' +
+    '{"id":"qemu/150","type":"lxc","vmid":150,"node":"pve1"}]',
+  configs: {
+    "pve2/9000": '{"cores":2,"cpu":"custom-bigfleet,flags=+aes","template":1}',
+    "pve2/9001": '{"cores":2,"cpu":"x86-64-v2-AES","template":1}',
+  },
+};
+
+Deno.test("setup-token.sh (PVE 9): a template whose cpu is a custom model gets Mapping.Use on exactly /mapping/cpu/<model>", async () => {
+  const res = await setupToken({ roles: ROLES_PVE9, ...CPU_CLUSTER }, ["--templates", "9000,9001"]);
+  assert.equal(res.code, 0, res.stderr);
+  assert.ok(res.mutations.includes("role add BigFleetCpuModel --privs Mapping.Use"));
+  const cpuGrants = res.mutations.filter((c) => c.includes("/mapping/"));
+  assert.deepEqual(cpuGrants, aclPair("/mapping/cpu/bigfleet", "BigFleetCpuModel", 0));
+  assert.match(res.stderr, /template 9000: custom CPU model 'bigfleet'/);
+});
+
+Deno.test("setup-token.sh: no Mapping.Use where no template has a custom model, nor on PVE 8 (no such check at clone time)", async () => {
+  const builtIn = await setupToken({ roles: ROLES_PVE9, ...CPU_CLUSTER }, ["--templates", "9001"]);
+  assert.equal(builtIn.code, 0, builtIn.stderr);
+  assert.ok(!builtIn.mutations.some((c) => c.includes("Mapping.Use") || c.includes("/mapping/")));
+  const pve8 = await setupToken({ roles: ROLES_PVE8, ...CPU_CLUSTER }, ["--templates", "9000"]);
+  assert.equal(pve8.code, 0, pve8.stderr);
+  assert.ok(!pve8.mutations.some((c) => c.includes("Mapping.Use") || c.includes("/mapping/")));
+  // A template the cluster does not list yet is said, not fatal.
+  const missing = await setupToken({ roles: ROLES_PVE9, ...CPU_CLUSTER }, ["--templates", "9100"]);
+  assert.equal(missing.code, 0, missing.stderr);
+  assert.match(missing.stderr, /template 9100: not found in the cluster/);
+});

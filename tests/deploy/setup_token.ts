@@ -30,6 +30,10 @@ export interface Cluster {
   /** What the stub `pveversion` prints (default nothing: no version hint), so a real
    * `pveversion` on the test host (e.g. a Proxmox rig's) is never consulted. */
   pveversion?: string;
+  /** What `pvesh get /cluster/resources --type vm` prints (default: no guests). */
+  resources?: string;
+  /** What `pvesh get /nodes/<node>/qemu/<vmid>/config` prints, by `<node>/<vmid>`. */
+  configs?: Record<string, string>;
 }
 
 /** Runs setup-token.sh with stub pveum/pvesh (and `env`); returns its output and the pveum calls. */
@@ -55,7 +59,23 @@ case "$1 $2 $3" in
 esac
 `;
     await Deno.writeTextFile(`${dir}/pveum`, stub);
-    await Deno.writeTextFile(`${dir}/pvesh`, "#!/bin/sh\nexit 0\n");
+    await Deno.writeTextFile(`${dir}/resources.json`, cluster.resources ?? "[]");
+    for (const [at, config] of Object.entries(cluster.configs ?? {})) {
+      await Deno.writeTextFile(`${dir}/config-${at.replace("/", "-")}.json`, config);
+    }
+    // Reads only: /cluster/resources and a VM's config, from the files above.
+    await Deno.writeTextFile(
+      `${dir}/pvesh`,
+      `#!/bin/sh
+[ "$1" = get ] || exit 0
+case "$2" in
+/cluster/resources) cat "${dir}/resources.json" ;;
+/nodes/*/qemu/*/config)
+  f="${dir}/config-$(echo "$2" | sed 's|^/nodes/\\([^/]*\\)/qemu/\\([0-9]*\\)/config$|\\1-\\2|').json"
+  if [ -f "$f" ]; then cat "$f"; else echo "Configuration file does not exist" >&2; exit 2; fi ;;
+esac
+`,
+    );
     await Deno.writeTextFile(`${dir}/pveversion.out`, cluster.pveversion ?? "");
     await Deno.writeTextFile(`${dir}/pveversion`, `#!/bin/sh\ncat "${dir}/pveversion.out"\n`);
     await Deno.chmod(`${dir}/pveum`, 0o755);
