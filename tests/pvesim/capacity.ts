@@ -113,11 +113,11 @@ export function driveBytes(value: ConfigValue): number {
   return m ? parseSize(m[1]) ?? 0 : 0;
 }
 
-/** qemu-server bootdisk_size: the first disk of `boot: order=` (else the first disk), 0 for none. */
+/** qemu-server bootdisk_size: the first disk of `boot: order=` (else `bootdisk`, else the first disk), 0 for none. */
 export function bootdiskBytes(config: Record<string, ConfigValue>): number {
   const order = /order=([^,]+)/.exec(String(config.boot ?? ""))?.[1].split(";") ?? [];
   const disks = Object.keys(config).filter((k) => isDriveKey(k)).sort();
-  const key = [...order, ...disks].find((k) =>
+  const key = [...order, String(config.bootdisk ?? ""), ...disks].find((k) =>
     isDriveKey(k) && config[k] !== undefined && !isCdrom(config[k]) &&
     driveFile(config[k]) !== "none"
   );

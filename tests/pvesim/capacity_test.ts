@@ -6,6 +6,8 @@
 
 import assert from "node:assert/strict";
 import { type Api, cloneAndWait, until, withSim } from "./testkit.ts";
+import { pvesimCommand, spawnStandalone } from "./standalone.ts";
+import { cli, lines } from "../cli/helpers.ts";
 
 type Obj = Record<string, unknown>;
 const MIB = 1024 * 1024;
@@ -122,4 +124,27 @@ Deno.test("vCPUs reported: sockets × cores capped at the node's CPUs, vcpus whe
       { vmid: 601, name: "capped", template: false, cores: 8, config: { sockets: 2, vcpus: 3 } },
     ],
   });
+});
+
+Deno.test("pvesim --node-memory / --node-cpus set every node's resources; a bad value exits 2", async () => {
+  const sim = await spawnStandalone(["--port=0", "--node-memory=24105", "--node-cpus=8"]);
+  const field = (label: string) => new RegExp(`^${label} +(.+)$`, "m").exec(sim.out)![1];
+  const client = Deno.createHttpClient({
+    caCerts: [await Deno.readTextFile(field("CA file:"))],
+  });
+  try {
+    const url = field("pvesim listening on");
+    const auth = `PVEAPIToken=${field("token id:")}=${field("token secret:")}`;
+    const r = await fetch(`${url}/nodes/pve2/status`, { headers: { Authorization: auth }, client });
+    const s = (await r.json()).data as Obj;
+    assert.equal((s.memory as Obj).total, 24105 * MIB);
+    assert.equal((s.cpuinfo as Obj).cpus, 8);
+  } finally {
+    client.close();
+    sim.child.kill("SIGTERM");
+    await sim.child.status;
+  }
+  const bad = await cli(["--node-memory=lots"], { cmd: pvesimCommand(), timeoutMs: 20_000 });
+  assert.equal(bad.code, 2);
+  assert.deepEqual(lines(bad.stderr), ['error: --node-memory: want a number >= 0, got "lots"']);
 });

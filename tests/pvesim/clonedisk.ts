@@ -70,13 +70,11 @@ export function checkCloneStorage(core: SimCore, a: CloneTarget): void {
   if (!s.shared) throw fail(`can't clone to non-shared storage '${a.storage}'`);
 }
 
-/** A volume name: `[<vmid>/]<name>[.<fmt>]`, with a linked clone's base path first. */
-function parseVolname(volid: string): { name: string; owner?: string; fmt: string } {
-  const volname = volid.slice(volid.indexOf(":") + 1);
-  const last = volname.split("/").slice(-2);
-  const m = /^(.*?)(?:\.(raw|qcow2|vmdk))?$/.exec(last.at(-1)!)!;
-  const owner = last.length === 2 && /^\d+$/.test(last[0]) ? last[0] : undefined;
-  return { name: m[1], owner, fmt: m[2] ?? "raw" };
+/** The last element of a volume name (`[<vmid>/]<name>[.<fmt>]`; a linked one's after its base). */
+function parseVolname(volid: string): { name: string; fmt: string } {
+  const last = volid.slice(volid.indexOf(":") + 1).split("/").at(-1)!;
+  const m = /^(.*?)(?:\.(raw|qcow2|vmdk))?$/.exec(last)!;
+  return { name: m[1], fmt: m[2] ?? "raw" };
 }
 
 /** The drives a clone copies or links, sorted: disks and cloud-init, not CD-ROMs, `none`, `cdrom`. */
