@@ -3,6 +3,7 @@
 
 import { ApiError, fail } from "./errors.ts";
 import { runInGuest } from "./guest.ts";
+import { assertFileWritable, assertRpcAllowed, assertSpawnable } from "./guestcaps.ts";
 import {
   agentEnabled,
   agentValid,
@@ -122,6 +123,7 @@ export function fileWrite(
   encode: boolean,
 ): void {
   assertAgent(env, vm, "guest-file-open");
+  assertRpcAllowed(vm, "guest-file-open");
   // encode=1: PVE base64s the text itself, so the guest gets the text (Latin-1).
   // encode=0: the content is base64 already and goes to QGA as is.
   let bytes: Uint8Array;
@@ -137,15 +139,18 @@ export function fileWrite(
       `Agent error: failed to open file '${file}' (mode: 'wb'): No such file or directory`,
     );
   }
+  assertFileWritable(vm, file);
   vm.files.set(file, bytes);
   vm.fileWrites.push({ file, content, encode, bytes: bytes.slice(), at: Date.now() });
 }
 
 export function exec(env: AgentEnv, vm: VmRecord, command: string[], inputData: string): number {
   assertAgent(env, vm, "guest-exec");
+  assertRpcAllowed(vm, "guest-exec");
   if (command.length === 0 || command[0] === "") {
     throw fail("Agent error: Guest agent command failed, error was 'Invalid parameter 'path''");
   }
+  assertSpawnable(vm, command);
   const stdin = latin1Bytes(inputData);
   const outcome = runInGuest(
     {
@@ -181,6 +186,7 @@ export function exec(env: AgentEnv, vm: VmRecord, command: string[], inputData: 
 
 export function execStatus(env: AgentEnv, vm: VmRecord, pid: number): Record<string, unknown> {
   assertAgent(env, vm, "guest-exec-status");
+  assertRpcAllowed(vm, "guest-exec-status");
   const rec = vm.execs.get(pid);
   // qemu-ga forgets a pid once it has reported it exited.
   if (!rec || rec.reported) {

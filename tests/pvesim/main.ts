@@ -53,6 +53,22 @@ const FLAGS = {
     none: "a temporary folder, removed on exit",
     help: "where the CA, the server certificate and the token file are written (kept on exit)",
   },
+  "node-memory": {
+    kind: "string",
+    default: "",
+    topic: SIM,
+    arg: "MIB",
+    none: "64 GiB",
+    help: "each node's physical memory in MiB (a guest larger than that cannot start)",
+  },
+  "node-cpus": {
+    kind: "string",
+    default: "",
+    topic: SIM,
+    arg: "N",
+    none: "16",
+    help: "each node's logical CPUs (a guest with more vCPUs cannot start)",
+  },
   slow: {
     kind: "bool",
     default: false,
@@ -108,6 +124,23 @@ function number(flag: string, text: string): number {
   return n;
 }
 
+/** --node-memory / --node-cpus for every node (empty: the simulator's defaults). */
+function nodeResources(nodes: string[], memory: string, cpus: string): SimOptions["nodeResources"] {
+  const each = {
+    ...(memory === "" ? {} : { memoryMib: positive("node-memory", memory) }),
+    ...(cpus === "" ? {} : { cpus: positive("node-cpus", cpus) }),
+  };
+  return Object.fromEntries(nodes.map((n) => [n, each]));
+}
+
+function positive(flag: string, text: string): number {
+  const n = number(flag, text);
+  if (!Number.isInteger(n) || n < 1) {
+    throw new ConfigError(`--${flag}: want a whole number >= 1, got ${JSON.stringify(text)}`);
+  }
+  return n;
+}
+
 async function main(args: string[]): Promise<number> {
   let opts: SimOptions;
   try {
@@ -130,6 +163,7 @@ async function main(args: string[]): Promise<number> {
       authFailDelayMs: number("auth-fail-delay", v["auth-fail-delay"]),
       certDir: v["cert-dir"] || undefined,
     };
+    opts.nodeResources = nodeResources(opts.nodes ?? [], v["node-memory"], v["node-cpus"]);
     if (v.slow) opts.timing = REAL_TIMING;
     if (v["time-scale"] !== "") opts.timing = scaledTiming(number("time-scale", v["time-scale"]));
   } catch (e) {

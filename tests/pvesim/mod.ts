@@ -6,21 +6,25 @@ import { makeTestPki } from "./certs.ts";
 import { defaultFaults } from "./faults.ts";
 import type { Route, SimCore } from "./router.ts";
 import { accessRoutes } from "./routes/access.ts";
+import { agentInfoRoutes } from "./routes/agentinfo.ts";
 import { agentRoutes } from "./routes/agent.ts";
 import { cloneRoutes } from "./routes/clone.ts";
 import { clusterRoutes } from "./routes/cluster.ts";
 import { nodeRoutes } from "./routes/nodes.ts";
 import { qemuRoutes } from "./routes/qemu.ts";
+import { resizeRoutes } from "./routes/resize.ts";
 import { storageRoutes } from "./routes/storage.ts";
 import { WorkerPool } from "./daemon.ts";
 import { configLock, storageLock, takeLock } from "./locks.ts";
 import { SimServer } from "./server.ts";
+import { configureNodes, setNodeLoad } from "./capacity.ts";
 import { ClusterState } from "./state.ts";
 import { DEFAULT_STORAGES } from "./storage.ts";
 import { TaskRegistry, Timers } from "./tasks.ts";
 import type { SimOptions, SimRequestLog, SimTiming, Simulator } from "./types.ts";
 
 export type * from "./types.ts";
+export type * from "./captypes.ts";
 export { issueCert, makeCa, makeTestPki, pemFingerprint } from "./certs.ts";
 
 export const DEFAULT_TIMING: SimTiming = {
@@ -83,6 +87,8 @@ const ROUTES: Route[] = [
   ...agentRoutes,
   ...storageRoutes,
   ...accessRoutes,
+  ...resizeRoutes,
+  ...agentInfoRoutes,
 ];
 
 export async function startSimulator(opts: SimOptions = {}): Promise<Simulator> {
@@ -90,6 +96,7 @@ export async function startSimulator(opts: SimOptions = {}): Promise<Simulator> 
   const timing: SimTiming = { ...DEFAULT_TIMING, ...opts.timing };
   const state = new ClusterState(nodes, opts.pools ?? ["bigfleet"], timing);
   for (const st of opts.storages ?? DEFAULT_STORAGES) state.addStorage(st);
+  configureNodes(state, opts.nodeResources, opts.bridges);
   const templates = opts.templates ?? [{
     vmid: 9000,
     node: nodes[0],
@@ -191,6 +198,7 @@ export async function startSimulator(opts: SimOptions = {}): Promise<Simulator> 
       [...state.leftovers].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
         .map(([volid, where]) => ({ volid, ...where })),
     addVm: (t) => void state.addTemplate(t),
+    setNodeLoad: (node, load) => setNodeLoad(state, node, load),
     setLock: (vmid, lock) => {
       const vm = mustVm(vmid);
       if (lock === undefined) delete vm.config.lock;

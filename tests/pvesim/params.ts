@@ -186,3 +186,10 @@ export function validate(schema: Schema, input: Record<string, unknown>): Params
 // Path parameters shared by many endpoints.
 export const NODE: ParamSpec = { type: "string", format: nodeName };
 export const VMID: ParamSpec = { type: "integer", format: vmidFormat };
+
+/** Checks that need no VM: token callers may never skiplock (root@pam only). */
+export function rejectSkiplock(params: Params): void {
+  if (params.skiplock !== undefined) {
+    throw paramError({ skiplock: "Only root may use this option." });
+  }
+}

@@ -7,6 +7,7 @@ import { LockTable } from "./locks.ts";
 import { normaliseTags } from "./params.ts";
 import { withPending } from "./pending.ts";
 import { type StorageRecord, storageRecord } from "./storage.ts";
+import type { SimGuest } from "./captypes.ts";
 import type {
   SimExec,
   SimFileWrite,
@@ -57,6 +58,8 @@ export interface VmRecord {
   readyChecks: SimVm["readyChecks"];
   starts: number;
   stops: number;
+  /** The guest OS's agent restrictions (guestcaps.ts), copied to clones. */
+  guest?: SimGuest;
 }
 
 export interface LxcRecord {
@@ -243,6 +246,7 @@ export class ClusterState {
     const vm = newVmRecord(t.vmid, node, templateConfig(t, storage));
     vm.foreign = true;
     vm.pool = t.pool;
+    vm.guest = t.guest;
     // Seeded guests have long been known to pvestatd.
     if (t.running && !(t.template ?? true)) {
       vm.status = "running";

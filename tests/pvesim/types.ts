@@ -1,5 +1,7 @@
 // Public types of the simulator (re-exported from mod.ts).
 
+import type { SimGuest, SimNodeResources } from "./captypes.ts";
+
 export interface SimTemplate {
   vmid: number;
   /** Default: the first node. */
@@ -31,6 +33,8 @@ export interface SimTemplate {
    * an `ide2` ISO or cloud-init drive, a `lock`, ... (clones copy them all).
    */
   config?: Record<string, string | number>;
+  /** The guest OS: agent commands it blocks, no shell (guestcaps.ts); clones inherit it. */
+  guest?: SimGuest;
 }
 
 /** One storage.cfg entry. */
@@ -133,6 +137,10 @@ export interface SimOptions {
   datacenter?: SimDatacenter;
   /** pvedaemon `max_workers` on each node (default 3, as pve-manager ships it). */
   pvedaemonWorkers?: number;
+  /** Per node: memory, CPUs, swap, host use, bridges (capacity.ts); unnamed nodes get defaults. */
+  nodeResources?: Record<string, SimNodeResources>;
+  /** Bridges of every node → MTU (default `{vmbr0: 1500}`); SDN vnets of `acl.vnetZones` too. */
+  bridges?: Record<string, number>;
 }
 
 /** The datacenter.cfg options the simulator models (policy.ts). */
@@ -182,7 +190,8 @@ export type TaskType =
   | "qmshutdown"
   | "qmdestroy"
   | "qmconfig"
-  | "imgdel";
+  | "imgdel"
+  | "resize";
 
 export interface Http596Rule {
   /** Matched against the path below /api2/json (no query). A string matches as a substring. */
@@ -434,6 +443,8 @@ export interface Simulator {
   editVmOutOfBand(vmid: number, edit: (config: Record<string, string | number>) => void): void;
   /** Seed an extra VM or template at run time. */
   addVm(t: SimTemplate): void;
+  /** What the host of `node` itself uses from now on (memory MiB, CPU fraction), as by other software. */
+  setNodeLoad(node: string, load: { hostUsedMib?: number; hostCpu?: number }): void;
   /** Set (or with undefined, clear) a VM's config `lock` by hand, as `qm set --lock` / `qm unlock` do. */
   setLock(vmid: number, lock: string | undefined): void;
   /** A vzdump run on the VM: `lock: backup` for `ms`, then unlocked. Resolves when it ends. */

@@ -1,6 +1,7 @@
 // /nodes/{node}/qemu/{vmid}/agent/*: get-osinfo, ping, file-write, exec, exec-status.
 
 import { agentWorkerMs, assertAgent, exec, execStatus, fileWrite, osInfo } from "../agent.ts";
+import { disabledResult } from "../guestcaps.ts";
 import { NODE, type Params, VMID } from "../params.ts";
 import type { Route, RouteCtx } from "../router.ts";
 import { openVm, vmPerm } from "./qemu.ts";
@@ -29,8 +30,9 @@ const held = (rounds: number) => ({ core, params }: RouteCtx) =>
   );
 
 function osinfoHandler({ core, params }: RouteCtx) {
-  assertAgent(core, openVm(core, params), "guest-get-osinfo");
-  return osInfo();
+  const vm = openVm(core, params);
+  assertAgent(core, vm, "guest-get-osinfo");
+  return disabledResult(vm, "guest-get-osinfo") ?? osInfo();
 }
 
 export const agentRoutes: Route[] = [
@@ -49,8 +51,9 @@ export const agentRoutes: Route[] = [
     perm,
     workerMs: held(2),
     handler: slow(({ core, params }) => {
-      assertAgent(core, openVm(core, params), "guest-ping");
-      return { result: {} };
+      const vm = openVm(core, params);
+      assertAgent(core, vm, "guest-ping");
+      return disabledResult(vm, "guest-ping") ?? { result: {} };
     }),
   },
   {

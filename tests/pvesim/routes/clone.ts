@@ -14,16 +14,14 @@ import {
   templateConfig,
   type VmRecord,
 } from "../state.ts";
+import { isDriveKey, volumesOf, volumeStorage } from "../storage.ts";
 import {
-  availableOn,
-  driveFile,
-  isCdrom,
-  isCloudinit,
-  isDriveKey,
-  type StorageRecord,
-  volumesOf,
-  volumeStorage,
-} from "../storage.ts";
+  checkCloneFeatures,
+  checkCloneStorage,
+  clonedDrives,
+  cloneVolume,
+  storageFor,
+} from "../clonedisk.ts";
 import { checkCloneAccess, checkNetworkAccess, hasPriv, requireOnVm, vmPoolOf } from "../acl.ts";
 import { configLock, lockKey, storageLock, takeLock } from "../locks.ts";
 import type { Task } from "../tasks.ts";
@@ -40,6 +38,8 @@ interface CloneArgs {
   full: boolean;
   /** Target storage of a full clone; default: each disk's own storage. */
   storage?: string;
+  /** Target format of a full clone's disks (clonedisk.ts). */
+  format?: string;
 }
 
 const existsText = (id: number) => `unable to create VM ${id}: config file already exists`;
@@ -48,16 +48,6 @@ const existsText = (id: number) => `unable to create VM ${id}: config file alrea
 function skippedOnClone(key: string): boolean {
   return ["snapshots", "parent", "snaptime", "vmstate", "snapstate", "template", "lock"]
     .includes(key) || /^unused\d+$/.test(key);
-}
-
-/** pve-storage storage_config / storage_check_enabled, with their error texts. */
-function storageFor(core: SimCore, id: string, node?: string): StorageRecord {
-  const s = core.state.storages.get(id);
-  if (!s) throw fail(`storage '${id}' does not exist`);
-  if (node !== undefined && !availableOn(s, node)) {
-    throw fail(`storage '${id}' is not available on node '${node}'`);
-  }
-  return s;
 }
 
 /**
@@ -72,31 +62,6 @@ function sharedVm(core: SimCore, config: VmRecord["config"]): boolean {
     if (!storageFor(core, v.storage).shared) shared = false;
   }
   return shared;
-}
-
-/** The drives the worker copies (disks and cloud-init; CD-ROMs are copied as text), sorted. */
-function copiedDrives(config: VmRecord["config"]): string[] {
-  return Object.keys(config)
-    .filter((k) => isDriveKey(k) && !skippedOnClone(k))
-    .filter((k) => {
-      const file = driveFile(config[k]);
-      if (file === "none" || file === "cdrom" || file === "") return false;
-      return !isCdrom(config[k]) || isCloudinit(config[k]);
-    })
-    .sort();
-}
-
-/** The new volume for one copied drive. */
-function clonedDrive(src: VmRecord, key: string, a: CloneArgs): string {
-  const value = String(src.config[key]);
-  const [file, ...opts] = value.split(",");
-  const from = volumeStorage(file) ?? "local-lvm";
-  const rest = opts.length > 0 ? `,${opts.join(",")}` : "";
-  if (isCloudinit(value)) return `${a.storage ?? from}:vm-${a.newid}-cloudinit${rest}`;
-  const n = file.match(/-disk-(\d+)/)?.[1] ?? "0";
-  if (a.full) return `${a.storage ?? from}:vm-${a.newid}-disk-${n}${rest}`;
-  // A linked clone's volume names its base image.
-  return `${file}/vm-${a.newid}-disk-${n}${rest}`;
 }
 
 function newMac(): string {
@@ -115,7 +80,7 @@ function clonedBase(src: VmRecord, a: CloneArgs): Record<string, ConfigValue> {
   const c: Record<string, ConfigValue> = { lock: "clone" };
   for (const [k, v] of Object.entries(src.config)) {
     if (skippedOnClone(k)) continue;
-    if (isDriveKey(k) && copiedDrives(src.config).includes(k)) continue;
+    if (isDriveKey(k) && clonedDrives(src.config).includes(k)) continue;
     if (/^net\d+$/.test(k)) {
       c[k] = String(v).replace(/=([0-9A-Fa-f]{2}:){5}[0-9A-Fa-f]{2}/, `=${newMac()}`);
     } else c[k] = v;
@@ -236,6 +201,7 @@ async function cloneVm(core: SimCore, task: Task, srcVmid: number, a: CloneArgs)
 
   // Phase 1: the temporary config while the first disk is allocated and copied.
   const vm = newVmRecord(a.newid, a.node, { ...TEMPORARY_CONFIG });
+  vm.guest = src.guest;
   state.vms.set(a.newid, vm);
   state.publish(vm);
   const gone = () => state.vms.get(a.newid) !== vm;
@@ -243,13 +209,15 @@ async function cloneVm(core: SimCore, task: Task, srcVmid: number, a: CloneArgs)
     // Phase 2: one drive after the other, each allocated under its storage's
     // lock and then copied; the config is rewritten after each (still
     // locked), so the name shows only once the first disk is done.
-    const drives = copiedDrives(src.config);
+    const drives = clonedDrives(src.config);
     const base = clonedBase(src, a);
+    const names = new Set<string>();
     const rest = Math.max(0, timing.cloneMs - timing.cloneNamelessMs);
     const later = rest / Math.max(1, drives.length);
     const written: Record<string, ConfigValue> = {};
     for (const [i, key] of drives.entries()) {
-      const volume = clonedDrive(src, key, a);
+      const { value: volume, log: made } = cloneVolume(core, src.config, key, a, names);
+      task.log.push(made);
       await allocate(core, task, volumeStorage(volume) ?? "local-lvm", a.node);
       await timers.sleep(i === 0 ? timing.cloneNamelessMs : later);
       if (gone()) throw new TaskFailure(`unable to open file for VM ${a.newid}`);
@@ -333,13 +301,7 @@ export const cloneRoutes: Route[] = [
       if (a.target !== undefined && !core.state.isNode(a.target)) {
         throw fail(`no such cluster node '${a.target}'`);
       }
-      if (a.storage !== undefined) {
-        storageFor(core, a.storage, a.node);
-        if (a.target !== undefined) {
-          const s = storageFor(core, a.storage, a.target);
-          if (!s.shared) throw fail(`can't clone to non-shared storage '${a.storage}'`);
-        }
-      }
+      checkCloneStorage(core, a);
       const src = openVm(core, params);
       core.state.checkLock(src);
       if (params.snapname !== undefined) {
@@ -352,9 +314,6 @@ export const cloneRoutes: Route[] = [
         if (linked && params[opt] !== undefined) {
           throw fail(`parameter '${opt}' not allowed for linked clones`);
         }
-      }
-      if (linked && !src.config.template) {
-        throw fail("Linked clone feature is not supported for drive 'scsi0'");
       }
       // Every volume counts, CD-ROM ISOs and cloud-init drives included.
       if (!sharedVm(core, src.config) && a.target !== undefined) {
@@ -369,6 +328,7 @@ export const cloneRoutes: Route[] = [
       // Only the local node's config directory is checked here.
       const clash = core.state.vms.get(a.newid);
       if (clash && clash.node === a.node) throw fail(existsText(a.newid));
+      checkCloneFeatures(core, src.config, a.full);
       if (race !== null && race !== "sync") injectRace(core, a, race);
       const t = core.tasks.start(
         a.node,
@@ -397,6 +357,7 @@ function cloneArgs(p: Params): CloneArgs {
     target: target === node ? undefined : target,
     full: (p.full as boolean | undefined) ?? false,
     storage: p.storage as string | undefined,
+    format: p.format as string | undefined,
   };
 }
 

@@ -3,7 +3,8 @@
 import { fail, paramError } from "../errors.ts";
 import { vmidFormat } from "../params.ts";
 import type { Route, SimCore } from "../router.ts";
-import { effectiveVcpus, usageStats, type VmRecord } from "../state.ts";
+import { usageStats, type VmRecord } from "../state.ts";
+import { nodeResourceFigures, vmFigures } from "../capacity.ts";
 import { mayOnVm } from "../acl.ts";
 import { clusterOptions, nextIdRange } from "../policy.ts";
 import { storageEntries } from "./storage.ts";
@@ -54,9 +55,10 @@ function qemuEntry(core: SimCore, vm: VmRecord): Record<string, unknown> {
       status: rrd.status,
       name: rrd.name,
       template: rrd.template,
-      maxcpu: effectiveVcpus(vm.config),
       ...usageStats(vm, rrd.status === "running"),
     });
+    const { cpus, maxdisk } = vmFigures(core, vm);
+    Object.assign(e, { maxcpu: cpus, maxdisk });
   } else e.status = "unknown";
   // lock and tags are read straight from the config file: no lag.
   if (vm.pool) e.pool = vm.pool;
@@ -85,10 +87,7 @@ export function nodeEntry(core: SimCore, n: string): Record<string, unknown> {
     node: n,
     status: "online",
     level: "",
-    maxcpu: 16,
-    cpu: 0.03,
-    maxmem: 68719476736,
-    mem: 8589934592,
+    ...nodeResourceFigures(core, n),
     maxdisk: 107374182400,
     disk: 10737418240,
     uptime: 864000,

@@ -6,6 +6,7 @@ import type { Route, SimCore } from "../router.ts";
 import { parseUpid, type Task } from "../tasks.ts";
 import { nodeEntry, versionInfo } from "./cluster.ts";
 import { mayOnVm } from "../acl.ts";
+import { nodeStatusFigures } from "../capacity.ts";
 
 /** pveproxy resolves the node name before proxying; an unknown one dies. */
 export function checkNode(core: SimCore, node: string): void {
@@ -17,8 +18,8 @@ export function checkNode(core: SimCore, node: string): void {
 }
 
 function nodeStatus(core: SimCore): Record<string, unknown> {
+  // cpu, cpuinfo, memory and swap: capacity.ts nodeStatusFigures.
   return {
-    cpu: 0.031,
     wait: 0.001,
     idle: 0,
     uptime: 864000,
@@ -32,18 +33,6 @@ function nodeStatus(core: SimCore): Record<string, unknown> {
       version: "#1 SMP PREEMPT_DYNAMIC PMX 6.8.12-4 (2024-11-06T15:04Z)",
     },
     "boot-info": { mode: "efi", secureboot: 0 },
-    cpuinfo: {
-      cpus: 16,
-      cores: 8,
-      sockets: 1,
-      model: "AMD EPYC 7302P 16-Core Processor",
-      mhz: "3000.000",
-      hvm: "1",
-      flags: "fpu vme",
-      user_hz: 100,
-    },
-    memory: { total: 68719476736, used: 8589934592, free: 60129542144 },
-    swap: { total: 0, used: 0, free: 0 },
     rootfs: { total: 107374182400, used: 10737418240, free: 96636764160, avail: 91000000000 },
     ksm: { shared: 0 },
   };
@@ -80,7 +69,7 @@ export const nodeRoutes: Route[] = [
     perm: nodePerm,
     handler: ({ core, params }) => {
       checkNode(core, params.node as string);
-      return nodeStatus(core);
+      return { ...nodeStatus(core), ...nodeStatusFigures(core, params.node as string) };
     },
   },
   {

@@ -17,12 +17,17 @@ import {
   NODE,
   normaliseTags,
   type Params,
+  rejectSkiplock,
   type Schema,
   tagList,
   VMID,
 } from "../params.ts";
 import type { Route, RouteCtx, SimCore } from "../router.ts";
-import { agentEnabled, agentValid, effectiveVcpus, usageStats, type VmRecord } from "../state.ts";
+import { agentEnabled, agentValid, usageStats, type VmRecord } from "../state.ts";
+import { vmFigures } from "../capacity.ts";
+import { NIC_SCHEMA, prepareNics } from "../nic.ts";
+import { assertStartable } from "../startcheck.ts";
+import { assertBaseUnused } from "../clonedisk.ts";
 import { descriptionAsRead } from "../codec.ts";
 import { destroyDisks } from "../destroy.ts";
 import { mayOnVm, requireOnVm } from "../acl.ts";
@@ -61,15 +66,15 @@ export function openVm(core: SimCore, params: Params): VmRecord {
   return core.state.vmOn(params.node as string, params.vmid as number);
 }
 
-function statusCurrent(vm: VmRecord): Record<string, unknown> {
+function statusCurrent(core: SimCore, vm: VmRecord): Record<string, unknown> {
   const c = vm.config;
   const running = vm.status === "running";
   const out: Record<string, unknown> = {
     vmid: vm.vmid,
     status: vm.status,
     name: c.name !== undefined ? String(c.name) : `VM ${vm.vmid}`,
-    cpus: effectiveVcpus(c),
     ...usageStats(vm, running),
+    ...vmFigures(core, vm),
     ha: { managed: 0 },
   };
   if (running) {
@@ -109,14 +114,8 @@ const CONFIG_SCHEMA: Schema = {
   revert: { type: "string", optional: true },
   digest: { type: "string", optional: true, maxLength: 64 },
   skiplock: { type: "boolean", optional: true },
+  ...NIC_SCHEMA,
 };
-
-/** Checks that need no VM: token callers may never skiplock. */
-function rejectSkiplock(params: Params): void {
-  if (params.skiplock !== undefined) {
-    throw paramError({ skiplock: "Only root may use this option." });
-  }
-}
 
 const META = new Set(["node", "vmid", "digest", "skiplock", "background_delay"]);
 
@@ -197,7 +196,7 @@ function optionPriv(key: string): string {
     return "VM.Config.CPU";
   }
   if (["memory", "balloon", "shares"].includes(key)) return "VM.Config.Memory";
-  return "VM.Config.Options";
+  return /^net\d+$/.test(key) ? "VM.Config.Network" : "VM.Config.Options";
 }
 
 /**
@@ -214,6 +213,7 @@ function applyConfig(core: SimCore, vm: VmRecord, params: Params): void {
   for (const k of [...keys.filter((k) => k !== "delete" && k !== "revert"), ...deletes]) {
     if (k !== "tags") requireOnVm(core, vm.vmid, optionPriv(k));
   }
+  params = prepareNics(core, vm, params, deletes);
   core.state.checkLock(vm);
   if (params.digest !== undefined && params.digest !== core.state.digest(vm)) {
     throw fail("checksum mismatch (file change by other user?)");
@@ -291,7 +291,7 @@ export const qemuRoutes: Route[] = [
     schema: { node: NODE, vmid: VMID },
     perm: vmPerm("VM.Audit"),
     check: vmCheck("VM.Audit"),
-    handler: ({ core, params }) => statusCurrent(openVm(core, params)),
+    handler: ({ core, params }) => statusCurrent(core, openVm(core, params)),
   },
   {
     method: "GET",
@@ -387,7 +387,7 @@ export const qemuRoutes: Route[] = [
       rejectSkiplock(ctx.params);
       checkNode(ctx.core, ctx.params.node as string);
       // No existence check before the fork: a missing VM fails in the task.
-      return vmTask(ctx, "qmstart", async (vm) => {
+      return vmTask(ctx, "qmstart", async (vm, log) => {
         const { core, params } = ctx;
         if (!vm) {
           throw new TaskFailure(noConfig(params.node as string, params.vmid as number).message);
@@ -401,6 +401,7 @@ export const qemuRoutes: Route[] = [
         }
         // vm_start applies every pending change first.
         applyPending(vm, true);
+        assertStartable(core, vm, log);
         core.state.setRunning(vm, true);
       });
     },
@@ -468,6 +469,7 @@ export const qemuRoutes: Route[] = [
         } catch (e) {
           throw new TaskFailure((e as Error).message);
         }
+        assertBaseUnused(core, v);
         if (v.status === "running") {
           throw new TaskFailure(`VM ${v.vmid} is running - destroy failed`);
         }

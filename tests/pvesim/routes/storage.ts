@@ -8,6 +8,7 @@ import type { Params } from "../params.ts";
 import type { Route, RouteCtx, SimCore } from "../router.ts";
 import { availableOn, type StorageRecord, volumeStorage } from "../storage.ts";
 import { requirePriv } from "../acl.ts";
+import { storageUse } from "../diskuse.ts";
 import { checkNode } from "./nodes.ts";
 
 /** Storages the caller has Datastore.Audit or Datastore.AllocateSpace on; the rest are left out, never 403. */
@@ -25,6 +26,7 @@ export function visibleStorages(core: SimCore): StorageRecord[] {
 export function storageEntries(core: SimCore): Record<string, unknown>[] {
   const { offlineNodes, offlineStorages } = core.faults;
   const out: Record<string, unknown>[] = [];
+  const used = storageUse(core);
   for (const n of core.state.nodes) {
     const visible = visibleStorages(core);
     for (const s of visible) {
@@ -39,7 +41,7 @@ export function storageEntries(core: SimCore): Record<string, unknown>[] {
         plugintype: s.type,
         content: s.content,
         shared: s.shared ? 1 : 0,
-        ...(down ? {} : { maxdisk: s.totalBytes, disk: s.usedBytes }),
+        ...(down ? {} : { maxdisk: s.totalBytes, disk: used(s, n) }),
       });
     }
     for (const id of offlineStorages) {
@@ -98,15 +100,14 @@ export const storageRoutes: Route[] = [
       }
       if (!availableOn(s, node)) throw fail(`storage '${id}' is not available on node '${node}'`);
       const active = !core.faults.offlineStorages.includes(id);
+      const used = storageUse(core)(s, node);
       return {
         type: s.type,
         content: s.content,
         shared: s.shared ? 1 : 0,
         enabled: 1,
         active: active ? 1 : 0,
-        ...(active
-          ? { total: s.totalBytes, used: s.usedBytes, avail: s.totalBytes - s.usedBytes }
-          : {}),
+        ...(active ? { total: s.totalBytes, used, avail: s.totalBytes - used } : {}),
       };
     },
   },
