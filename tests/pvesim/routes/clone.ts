@@ -28,7 +28,8 @@ import { checkCloneAccess, checkNetworkAccess, hasPriv, requireOnVm, vmPoolOf } 
 import { configLock, lockKey, storageLock, takeLock } from "../locks.ts";
 import type { Task } from "../tasks.ts";
 import { checkNode } from "./nodes.ts";
-import { openVm, vmPerm } from "./qemu.ts";
+import { vmPerm } from "./qemu.ts";
+import { allocatedLog, checkCpuModelAccess, cloneStartLog, driveCloneLog } from "../versions.ts";
 
 interface CloneArgs {
   node: string;
@@ -215,6 +216,7 @@ async function cloneWorker(
 async function cloneVm(core: SimCore, task: Task, srcVmid: number, a: CloneArgs): Promise<number> {
   const { state, timers, faults } = core;
   const timing = state.timing;
+  task.log.push(...cloneStartLog(core, srcVmid, a.newid));
   const src = state.vms.get(srcVmid);
   if (!src || src.node !== a.node) {
     throw new TaskFailure(
@@ -250,7 +252,10 @@ async function cloneVm(core: SimCore, task: Task, srcVmid: number, a: CloneArgs)
     const written: Record<string, ConfigValue> = {};
     for (const [i, key] of drives.entries()) {
       const volume = clonedDrive(src, key, a);
+      const full = a.full || isCloudinit(src.config[key]);
+      task.log.push(driveCloneLog(key, String(src.config[key]), full));
       await allocate(core, task, volumeStorage(volume) ?? "local-lvm", a.node);
+      task.log.push(...allocatedLog(core, volume, full));
       await timers.sleep(i === 0 ? timing.cloneNamelessMs : later);
       if (gone()) throw new TaskFailure(`unable to open file for VM ${a.newid}`);
       written[key] = volume;
@@ -340,7 +345,7 @@ export const cloneRoutes: Route[] = [
           if (!s.shared) throw fail(`can't clone to non-shared storage '${a.storage}'`);
         }
       }
-      const src = openVm(core, params);
+      const src = sourceVm(core, a.node, params.vmid as number);
       core.state.checkLock(src);
       if (params.snapname !== undefined) {
         throw fail(`snapshot '${params.snapname}' does not exist`);
@@ -363,6 +368,7 @@ export const cloneRoutes: Route[] = [
       // Storages, the host CD-ROM and mapped devices, then SDN.Use on each
       // NIC's bridge or VLAN (check_vnet_access), all before the fork.
       checkCloneAccess(core, src.config, a.storage);
+      checkCpuModelAccess(core, src.config);
       checkNetworkAccess(core, src.config);
       const race = takeRace(core);
       if (race === "sync") injectRace(core, a, race);
@@ -384,6 +390,15 @@ export const cloneRoutes: Route[] = [
     },
   },
 ];
+
+/** check_running's assert_config_exists_on_node, which clone_vm runs before reading the config. */
+function sourceVm(core: SimCore, node: string, vmid: number): VmRecord {
+  const vm = core.state.vms.get(vmid);
+  if (!vm || vm.node !== node) {
+    throw fail(`unable to find configuration file for VM ${vmid} on node '${node}'`);
+  }
+  return vm;
+}
 
 function cloneArgs(p: Params): CloneArgs {
   const node = p.node as string;
