@@ -85,7 +85,8 @@ export function cutNode(core: SimCore, node: string, mode: CutMode): void {
   if (node === state.nodes[0]) throw new Error(`pvesim: ${node} serves the API; it cannot be cut`);
   if (cutOf(core, node)) throw new Error(`pvesim: ${node} is cut already`);
   const frozen = new Map<number, Record<string, unknown>>();
-  if (!nodeSilent(core, node)) {
+  // Only what the cluster still has from the node is kept.
+  if (!offline(core, node) && !nodeSilent(core, node)) {
     for (const vm of state.vms.values()) {
       if (vm.node !== node) continue;
       const fields = liveFields(core, vm, Date.now());
