@@ -131,12 +131,13 @@ Deno.test("clone: synchronous checks (pool 403, target, source, lock, newid exis
       json: { newid: 200, target: "pve7" },
     });
     assert.equal(target.body.message, "no such cluster node 'pve7'\n");
+    // clone_vm's check_running asks for the config on this node first (seen on a real cluster).
     const wrongNode = await api.call("POST", "/nodes/pve2/qemu/9000/clone", {
       json: { newid: 200 },
     });
     assert.equal(
       wrongNode.body.message,
-      "Configuration file 'nodes/pve2/qemu-server/9000.conf' does not exist\n",
+      "unable to find configuration file for VM 9000 on node 'pve2'\n",
     );
     const local = await api.call("POST", "/nodes/pve1/qemu/9001/clone", {
       json: { newid: 200, target: "pve2" },

@@ -3,7 +3,8 @@
 // not an error; one whose vdisk_free fails is only warned about in the task
 // log, `Could not remove disk '<volid>', check manually: <error>`, with a
 // plain Perl `warn` that PVE 8.4's task does not count, so the task still
-// ends OK and the volume stays); with destroy-unreferenced-disks=1 it then
+// ends OK and the volume stays; qemu-server ≥ 9.1.19 uses log_warn instead:
+// `WARN: ` and counted, `WARNINGS: n`); with destroy-unreferenced-disks=1 it then
 // lists the VMID's volumes on every image storage of the node, which
 // activates each storage (an offline one ends the task, `storage 'x' is not
 // online`, before the config is removed) and tries each volume left again
@@ -14,6 +15,7 @@ import { TaskFailure } from "./errors.ts";
 import type { SimCore } from "./router.ts";
 import type { VmRecord } from "./state.ts";
 import { volumeStorage } from "./storage.ts";
+import { destroyWarning } from "./versions.ts";
 
 /** Volumes each VM record has already had freed (a failed destroy leaves its config behind). */
 const freed = new WeakMap<VmRecord, Set<string>>();
@@ -39,10 +41,17 @@ export function offlineStorages(core: SimCore): string[] {
 }
 
 export interface DestroyedDisks {
-  /** Warnings the task counts (`log_warn`): its `WARNINGS: n`. Nothing here counts today. */
+  /** Warnings the task counts (`log_warn`, qemu-server ≥ 9.1.19): its `WARNINGS: n`. */
   warnings: number;
   /** Lines the worker printed. */
   log: string[];
+}
+
+/** A disk left behind, logged as this qemu-server does (versions.ts destroyWarning). */
+function warn(core: SimCore, out: DestroyedDisks, text: string): void {
+  const w = destroyWarning(core, text);
+  out.log.push(w.line);
+  out.warnings += w.counted;
 }
 
 /**
@@ -77,7 +86,7 @@ export function destroyDisks(
       storage: volumeStorage(volid) ?? "",
       vmid: vm.vmid,
     });
-    out.log.push(`Could not remove disk '${volid}', check manually: ${error}`);
+    warn(core, out, `Could not remove disk '${volid}', check manually: ${error}`);
   }
   if (!purgeUnreferenced) return out;
   const offline = offlineStorages(core);
@@ -87,7 +96,7 @@ export function destroyDisks(
     if (where.vmid !== vm.vmid || where.node !== vm.node) continue;
     const error = takeVolumeFailure(core.faults, volid);
     if (error === undefined) core.state.leftovers.delete(volid);
-    else out.log.push(error);
+    else warn(core, out, error);
   }
   return out;
 }

@@ -30,6 +30,7 @@ export function defaultFaults(auditHidden: boolean): SimFaults {
     unreportedNodes: [],
     acl: null,
     offlineReply: { status: 595, reason: "No route to host", delayMs: 0 },
+    statusCacheWorkers: 0,
     datacenter: {},
     volumeFreeFailures: [],
     destroyDies: 0,

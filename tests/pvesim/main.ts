@@ -10,6 +10,7 @@ import { helpText } from "../../src/cli/help.ts";
 import type { Command } from "../../src/cli/command.ts";
 import { REAL_TIMING, scaledTiming, startSimulator } from "./mod.ts";
 import type { SimOptions } from "./types.ts";
+import type { CutMode } from "./types_cluster.ts";
 
 const SIM = "Simulator";
 const FAULTS = "Fidelity and faults";
@@ -68,6 +69,28 @@ const FLAGS = {
     arg: "N",
     none: "16",
     help: "each node's logical CPUs (a guest with more vCPUs cannot start)",
+  },
+  "pve-version": {
+    kind: "string",
+    default: "8.4.1",
+    topic: FAULTS,
+    arg: "VERSION",
+    help: "the pve-manager release to behave like (9.2.11: Proxmox VE 9's privileges and texts)",
+  },
+  "cut-nodes": {
+    kind: "string",
+    default: "",
+    topic: FAULTS,
+    arg: "LIST",
+    none: "none",
+    help: "nodes cut off from the start (not the first): calls to them answer 595",
+  },
+  "cut-mode": {
+    kind: "string",
+    default: "link",
+    topic: FAULTS,
+    arg: "MODE",
+    help: "how --cut-nodes are cut: link (timed out, then no route) or daemons (refused)",
   },
   slow: {
     kind: "bool",
@@ -141,8 +164,24 @@ function positive(flag: string, text: string): number {
   return n;
 }
 
+/** --cut-nodes and --cut-mode, checked against the node list before anything starts. */
+function cutsOf(v: { "cut-nodes": string; "cut-mode": string }, nodes: string[]) {
+  const mode = v["cut-mode"];
+  if (mode !== "link" && mode !== "daemons") {
+    throw new ConfigError(`--cut-mode: want link or daemons, got ${JSON.stringify(mode)}`);
+  }
+  const cut = v["cut-nodes"].split(",").map((n) => n.trim()).filter((n) => n !== "");
+  for (const n of cut) {
+    if (!nodes.includes(n) || n === nodes[0]) {
+      throw new ConfigError(`--cut-nodes: ${n} is not one of --nodes after the first`);
+    }
+  }
+  return { mode: mode as CutMode, nodes: cut };
+}
+
 async function main(args: string[]): Promise<number> {
   let opts: SimOptions;
+  let cuts: ReturnType<typeof cutsOf>;
   try {
     const p = parseArgv(FLAGS, args, { help: true });
     if (p.help) {
@@ -162,8 +201,10 @@ async function main(args: string[]): Promise<number> {
       auditHidden: v["audit-hidden"],
       authFailDelayMs: number("auth-fail-delay", v["auth-fail-delay"]),
       certDir: v["cert-dir"] || undefined,
+      pveVersion: v["pve-version"],
     };
     opts.nodeResources = nodeResources(opts.nodes ?? [], v["node-memory"], v["node-cpus"]);
+    cuts = cutsOf(v, opts.nodes!);
     if (v.slow) opts.timing = REAL_TIMING;
     if (v["time-scale"] !== "") opts.timing = scaledTiming(number("time-scale", v["time-scale"]));
   } catch (e) {
@@ -173,6 +214,7 @@ async function main(args: string[]): Promise<number> {
   }
 
   const sim = await startSimulator(opts);
+  for (const n of cuts.nodes) sim.cutNode(n, cuts.mode);
   const dir = sim.caFile.slice(0, sim.caFile.lastIndexOf("/"));
   const tokenFile = `${dir}/token`;
   await Deno.writeTextFile(tokenFile, sim.tokenSecret + "\n", { mode: 0o600 });
@@ -183,6 +225,8 @@ async function main(args: string[]): Promise<number> {
   console.log(`token file:   ${tokenFile}`);
   console.log(`CA file:      ${sim.caFile}`);
   console.log(`fingerprint:  ${sim.fingerprint}`);
+  console.log(`pve version:  ${opts.pveVersion}`);
+  if (cuts.nodes.length > 0) console.log(`cut off:      ${cuts.nodes.join(",")} (${cuts.mode})`);
   console.log(
     `provider flags: --proxmox-api-url=${sim.url} --proxmox-token-id=${sim.tokenId} ` +
       `--proxmox-token-file=${tokenFile} --proxmox-ca-file=${sim.caFile} --nodes=${nodes} ` +

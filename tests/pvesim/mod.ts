@@ -7,6 +7,9 @@ import { defaultFaults } from "./faults.ts";
 import type { Route, SimCore } from "./router.ts";
 import { accessRoutes } from "./routes/access.ts";
 import { agentInfoRoutes } from "./routes/agentinfo.ts";
+import { userConfigRoutes } from "./routes/userconfig.ts";
+import { cutNode, rejoinNode } from "./multinode.ts";
+import { qemuServerFor } from "./versions.ts";
 import { agentRoutes } from "./routes/agent.ts";
 import { cloneRoutes } from "./routes/clone.ts";
 import { clusterRoutes } from "./routes/cluster.ts";
@@ -25,6 +28,7 @@ import type { SimOptions, SimRequestLog, SimTiming, Simulator } from "./types.ts
 
 export type * from "./types.ts";
 export type * from "./captypes.ts";
+export type * from "./types_cluster.ts";
 export { issueCert, makeCa, makeTestPki, pemFingerprint } from "./certs.ts";
 
 export const DEFAULT_TIMING: SimTiming = {
@@ -43,6 +47,10 @@ export const DEFAULT_TIMING: SimTiming = {
   proxyTimeoutMs: 30_000,
   storageAllocMs: 0,
   storageLockTimeoutMs: 10_000,
+  noRouteMs: 5,
+  statusStaleMs: 3_000,
+  rejoinUnknownMs: 100,
+  statusCacheMs: 20,
 };
 
 /**
@@ -70,6 +78,10 @@ export const REAL_TIMING: SimTiming = {
   proxyTimeoutMs: 30_000,
   storageAllocMs: 200,
   storageLockTimeoutMs: 10_000,
+  noRouteMs: 3_000,
+  statusStaleMs: 300_000,
+  rejoinUnknownMs: 10_000,
+  statusCacheMs: 2_000,
 };
 
 /** Every duration of `t` multiplied by `factor` (e.g. 1/1000: a 3 minute clone takes 180 ms). */
@@ -89,6 +101,7 @@ const ROUTES: Route[] = [
   ...accessRoutes,
   ...resizeRoutes,
   ...agentInfoRoutes,
+  ...userConfigRoutes,
 ];
 
 export async function startSimulator(opts: SimOptions = {}): Promise<Simulator> {
@@ -124,6 +137,7 @@ export async function startSimulator(opts: SimOptions = {}): Promise<Simulator> 
     bootstrapExec: opts.bootstrapExec ?? ["/bin/sh"],
     readyExec: opts.readyExec ?? BUILTIN_READY_EXEC,
     pveVersion: opts.pveVersion ?? "8.4.1",
+    qemuServerVersion: opts.qemuServerVersion ?? qemuServerFor(opts.pveVersion ?? "8.4.1"),
   };
 
   const ownDir = opts.certDir === undefined;
@@ -194,6 +208,8 @@ export async function startSimulator(opts: SimOptions = {}): Promise<Simulator> 
       state.vms.delete(vmid);
     },
     editVmOutOfBand,
+    cutNode: (node, mode = "link") => cutNode(core, node, mode),
+    rejoinNode: (node) => rejoinNode(core, node),
     leftoverVolumes: () =>
       [...state.leftovers].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
         .map(([volid, where]) => ({ volid, ...where })),

@@ -302,6 +302,24 @@ Deno.test("pending: a running VM takes tags and description at once, cores and m
   });
 });
 
+Deno.test("pending: GET config shows a pending cores/memory change applied; only current=1 and /pending tell them apart", async () => {
+  await withSim(async (_sim, api) => {
+    const { newid } = await cloneAndWait(api, { name: "pending" });
+    await startAndBoot(api, "pve1", newid);
+    const base = `/nodes/pve1/qemu/${newid}`;
+    await api.data("PUT", `${base}/config`, { json: { cores: 4, memory: "4096" } });
+    const shown = await api.data("GET", `${base}/config`) as Obj;
+    assert.deepEqual([shown.cores, shown.memory], [4, "4096"]);
+    const current = await api.data("GET", `${base}/config?current=1`) as Obj;
+    assert.deepEqual([current.cores, current.memory], [2, "2048"]);
+    const pending = await api.data("GET", `${base}/pending`) as Obj[];
+    assert.deepEqual(pending.filter((e) => e.key === "cores" || e.key === "memory"), [
+      { key: "cores", value: 2, pending: 4 },
+      { key: "memory", value: "2048", pending: "4096" },
+    ]);
+  });
+});
+
 Deno.test("clone checks the template's options: host CD-ROM, vmstatestorage, mapped and host devices", async () => {
   const clone = (sim: Parameters<Parameters<typeof withSim>[0]>[0]) =>
     rawRequest(

@@ -18,6 +18,8 @@ export interface SimCore extends AgentEnv {
   daemons: Map<string, WorkerPool>;
   /** The pve-manager version the simulator claims to be (SimOptions.pveVersion). */
   pveVersion: string;
+  /** The qemu-server behind it (versions.ts). */
+  qemuServerVersion: string;
 }
 
 export interface RouteCtx {

@@ -9,6 +9,7 @@ import { isProtected, type Proxied, proxied } from "./daemon.ts";
 import { ApiError, forbidden, reasonPhrase } from "./errors.ts";
 import { isForbidden, offlineNodeOf, take596 } from "./faults.ts";
 import { validate } from "./params.ts";
+import { checkQuorum, offlineAnswer } from "./multinode.ts";
 import { matchRoute, type Route, type RouteCtx, type SimCore } from "./router.ts";
 import type { SimRequestLog } from "./types.ts";
 
@@ -223,11 +224,10 @@ export class SimServer {
     log.authenticated = true;
     log.tokenId = auth.authid;
 
-    if (offlineNodeOf(o.core.faults, path) !== null) {
+    const down = offlineNodeOf(o.core.faults, path);
+    if (down !== null) {
       // pveproxy's connection to that node fails (AnyEvent::HTTP 595/596): no JSON, no body.
-      const { status, reason, delayMs } = o.core.faults.offlineReply;
-      if (delayMs > 0) await o.core.timers.sleep(delayMs);
-      return { status, reason, headers: {}, body: "" };
+      return { ...await offlineAnswer(o.core, down), headers: {}, body: "" };
     }
     if (!url.pathname.startsWith(PREFIX + "/")) {
       throw new ApiError(501, `Method '${method} ${url.pathname}' not implemented`);
@@ -257,6 +257,7 @@ export class SimServer {
       throw forbidden(aclPath, priv);
     }
     m.route.check?.(o.core, params);
+    checkQuorum(o.core, method, path);
 
     const rule = take596(o.core.faults, method, path);
     if (rule && rule.performed === false) return await this.#proxyFailure(rule);

@@ -21,7 +21,19 @@ Deno.test("pvesim: --help prints the flags and starts no simulator; a bad flag e
   const r = await cli(["--help"], { cmd: TASK, timeoutMs: 20_000 });
   assert.equal(r.code, 0, r.stderr);
   assert.match(r.stdout, /^Usage: deno task pvesim \[flags\]/);
-  for (const flag of ["--port", "--nodes", "--secret", "--cert-dir", "--slow", "--time-scale"]) {
+  for (
+    const flag of [
+      "--port",
+      "--nodes",
+      "--secret",
+      "--cert-dir",
+      "--slow",
+      "--time-scale",
+      "--pve-version",
+      "--cut-nodes",
+      "--cut-mode",
+    ]
+  ) {
     assert.ok(r.stdout.includes(flag), flag);
   }
   assert.ok(!r.stdout.includes("listening"), "no simulator was started");
@@ -54,4 +66,45 @@ Deno.test("pvesim: its printed provider flags reach it; SIGTERM stops it and rem
       sim.child.kill("SIGKILL");
     } catch { /* gone */ }
   }
+});
+
+Deno.test("pvesim: --pve-version 9.2.11 and --cut-nodes pve2 --cut-mode daemons; a first node to cut exits 2", async () => {
+  const sim = await spawnStandalone([
+    "--port=0",
+    "--pve-version=9.2.11",
+    "--cut-nodes=pve2",
+    "--cut-mode=daemons",
+  ]);
+  try {
+    assert.match(sim.out, /^pve version: +9\.2\.11$/m);
+    assert.match(sim.out, /^cut off: +pve2 \(daemons\)$/m);
+    const flag = (name: string) =>
+      sim.flags.find((f) => f.startsWith(`--${name}=`))!.slice(name.length + 3);
+    const secret = (await Deno.readTextFile(flag("proxmox-token-file"))).trim();
+    const client = Deno.createHttpClient({
+      caCerts: [await Deno.readTextFile(flag("proxmox-ca-file"))],
+    });
+    try {
+      const get = (path: string) =>
+        fetch(flag("proxmox-api-url") + path, {
+          client,
+          headers: { Authorization: `PVEAPIToken=${flag("proxmox-token-id")}=${secret}` },
+        });
+      const version = await get("/version");
+      assert.equal((await version.json()).data.version, "9.2.11");
+      const cut = await get("/nodes/pve2/status");
+      assert.equal(cut.status, 595);
+      assert.equal(await cut.text(), "");
+    } finally {
+      client.close();
+    }
+  } finally {
+    sim.child.kill("SIGTERM");
+    await sim.child.status;
+  }
+  const bad = await cli(["--cut-nodes=pve1"], { cmd: TASK, timeoutMs: 20_000 });
+  assert.equal(bad.code, 2);
+  assert.deepEqual(lines(bad.stderr), [
+    "error: --cut-nodes: pve1 is not one of --nodes after the first",
+  ]);
 });

@@ -1,6 +1,12 @@
 // Public types of the simulator (re-exported from mod.ts).
 
 import type { SimGuest, SimNodeResources } from "./captypes.ts";
+import type {
+  ClusterFaults,
+  ClusterHandle,
+  ClusterTiming,
+  VersionOptions,
+} from "./types_cluster.ts";
 
 export interface SimTemplate {
   vmid: number;
@@ -61,7 +67,7 @@ export interface SimLxc {
   status?: "running" | "stopped";
 }
 
-export interface SimTiming {
+export interface SimTiming extends ClusterTiming {
   /** Whole clone task duration. */
   cloneMs: number;
   /** First part of the clone: config is `{lock: clone}` only, no name/description. */
@@ -94,7 +100,7 @@ export interface SimTiming {
   storageLockTimeoutMs: number;
 }
 
-export interface SimOptions {
+export interface SimOptions extends VersionOptions {
   nodes?: string[];
   templates?: SimTemplate[];
   /** Containers: shown in cluster/resources (type lxc) and occupy VMIDs. Default one, vmid 150. */
@@ -224,7 +230,7 @@ export interface GuestResult {
   extraMs?: number;
 }
 
-export interface SimFaults {
+export interface SimFaults extends ClusterFaults {
   /** The next n clone POSTs collide on newid with a foreign clone (§7). */
   nextidRace: number;
   /** How the collision shows (§7). Default "config-exists". */
@@ -408,7 +414,7 @@ export interface SimTask {
   starttime: number;
 }
 
-export interface Simulator {
+export interface Simulator extends ClusterHandle {
   url: string;
   host: string;
   port: number;

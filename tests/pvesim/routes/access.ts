@@ -17,6 +17,7 @@ import {
   type PrivMap,
   vmPoolOf,
 } from "../acl.ts";
+import { knownOnly } from "../versions.ts";
 
 /** Paths get_effective_permissions always looks at. */
 const TOP_PATHS = ["/", "/access", "/access/groups", "/nodes", "/pool", "/sdn", "/storage", "/vms"];
@@ -28,7 +29,9 @@ function aclPath(v: string): string | null {
 function privsAt(core: SimCore, path: string, who: "token" | "user"): PrivMap {
   const acl = core.faults.acl;
   if (acl === null) return new Map(knownPrivileges(core.pveVersion).map((p) => [p, true]));
-  return effectivePrivs(acl, path, who, vmPoolOf(core));
+  // user.cfg drops privilege names the version does not know (VM.Monitor on PVE 9).
+  const privs = effectivePrivs(acl, path, who, vmPoolOf(core));
+  return new Map(knownOnly(core, privs.keys()).map((p) => [p, privs.get(p)!]));
 }
 
 function asObject(privs: PrivMap): Record<string, number> {

@@ -5,8 +5,9 @@ import { disabledResult } from "../guestcaps.ts";
 import { NODE, type Params, VMID } from "../params.ts";
 import type { Route, RouteCtx } from "../router.ts";
 import { openVm, vmPerm } from "./qemu.ts";
+import { agentCheck } from "../versions.ts";
 
-// PVE 8 checks VM.Monitor for every agent call.
+// The 403 a forced faults.forbidden names; the real check is per command and version (agentCheck).
 const perm = vmPerm("VM.Monitor");
 
 /** Wraps an agent handler with faults.agentSlowMs (QGA answering late). */
@@ -41,6 +42,7 @@ export const agentRoutes: Route[] = [
     pattern: "/nodes/{node}/qemu/{vmid}/agent/get-osinfo",
     schema: base,
     perm,
+    check: agentCheck("get-osinfo"),
     workerMs: held(2),
     handler: slow(osinfoHandler),
   },
@@ -49,6 +51,7 @@ export const agentRoutes: Route[] = [
     pattern: "/nodes/{node}/qemu/{vmid}/agent/ping",
     schema: base,
     perm,
+    check: agentCheck("ping"),
     workerMs: held(2),
     handler: slow(({ core, params }) => {
       const vm = openVm(core, params);
@@ -66,6 +69,7 @@ export const agentRoutes: Route[] = [
       encode: { type: "boolean", optional: true },
     },
     perm,
+    check: agentCheck("file-write"),
     workerMs: held(6),
     handler: slow(({ core, params }) => {
       const p = params as Params;
@@ -88,6 +92,7 @@ export const agentRoutes: Route[] = [
       "input-data": { type: "string", optional: true, maxLength: 65536 },
     },
     perm,
+    check: agentCheck("exec"),
     workerMs: held(2),
     handler: slow(({ core, params }) => {
       const pid = exec(
@@ -104,6 +109,7 @@ export const agentRoutes: Route[] = [
     pattern: "/nodes/{node}/qemu/{vmid}/agent/exec-status",
     schema: { ...base, pid: { type: "integer" } },
     perm,
+    check: agentCheck("exec-status"),
     workerMs: held(2),
     handler: slow(({ core, params }) =>
       execStatus(core, openVm(core, params), params.pid as number)

@@ -14,7 +14,7 @@ import {
   templateConfig,
   type VmRecord,
 } from "../state.ts";
-import { isDriveKey, volumesOf, volumeStorage } from "../storage.ts";
+import { isCloudinit, isDriveKey, volumesOf, volumeStorage } from "../storage.ts";
 import {
   checkCloneFeatures,
   checkCloneStorage,
@@ -26,7 +26,8 @@ import { checkCloneAccess, checkNetworkAccess, hasPriv, requireOnVm, vmPoolOf } 
 import { configLock, lockKey, storageLock, takeLock } from "../locks.ts";
 import type { Task } from "../tasks.ts";
 import { checkNode } from "./nodes.ts";
-import { openVm, vmPerm } from "./qemu.ts";
+import { vmPerm } from "./qemu.ts";
+import { allocatedLog, checkCpuModelAccess, cloneStartLog } from "../versions.ts";
 
 interface CloneArgs {
   node: string;
@@ -180,6 +181,7 @@ async function cloneWorker(
 async function cloneVm(core: SimCore, task: Task, srcVmid: number, a: CloneArgs): Promise<number> {
   const { state, timers, faults } = core;
   const timing = state.timing;
+  task.log.push(...cloneStartLog(core, srcVmid, a.newid));
   const src = state.vms.get(srcVmid);
   if (!src || src.node !== a.node) {
     throw new TaskFailure(
@@ -217,8 +219,10 @@ async function cloneVm(core: SimCore, task: Task, srcVmid: number, a: CloneArgs)
     const written: Record<string, ConfigValue> = {};
     for (const [i, key] of drives.entries()) {
       const { value: volume, log: made } = cloneVolume(core, src.config, key, a, names);
+      const full = a.full || isCloudinit(src.config[key]);
       task.log.push(made);
       await allocate(core, task, volumeStorage(volume) ?? "local-lvm", a.node);
+      task.log.push(...allocatedLog(core, volume, full));
       await timers.sleep(i === 0 ? timing.cloneNamelessMs : later);
       if (gone()) throw new TaskFailure(`unable to open file for VM ${a.newid}`);
       written[key] = volume;
@@ -302,7 +306,7 @@ export const cloneRoutes: Route[] = [
         throw fail(`no such cluster node '${a.target}'`);
       }
       checkCloneStorage(core, a);
-      const src = openVm(core, params);
+      const src = sourceVm(core, a.node, params.vmid as number);
       core.state.checkLock(src);
       if (params.snapname !== undefined) {
         throw fail(`snapshot '${params.snapname}' does not exist`);
@@ -322,6 +326,7 @@ export const cloneRoutes: Route[] = [
       // Storages, the host CD-ROM and mapped devices, then SDN.Use on each
       // NIC's bridge or VLAN (check_vnet_access), all before the fork.
       checkCloneAccess(core, src.config, a.storage);
+      checkCpuModelAccess(core, src.config);
       checkNetworkAccess(core, src.config);
       const race = takeRace(core);
       if (race === "sync") injectRace(core, a, race);
@@ -344,6 +349,15 @@ export const cloneRoutes: Route[] = [
     },
   },
 ];
+
+/** check_running's assert_config_exists_on_node, which clone_vm runs before reading the config. */
+function sourceVm(core: SimCore, node: string, vmid: number): VmRecord {
+  const vm = core.state.vms.get(vmid);
+  if (!vm || vm.node !== node) {
+    throw fail(`unable to find configuration file for VM ${vmid} on node '${node}'`);
+  }
+  return vm;
+}
 
 function cloneArgs(p: Params): CloneArgs {
   const node = p.node as string;

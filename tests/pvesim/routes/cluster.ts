@@ -3,9 +3,11 @@
 import { fail, paramError } from "../errors.ts";
 import { vmidFormat } from "../params.ts";
 import type { Route, SimCore } from "../router.ts";
-import { usageStats, type VmRecord } from "../state.ts";
-import { nodeResourceFigures, vmFigures } from "../capacity.ts";
+import type { VmRecord } from "../state.ts";
+import { nodeResourceFigures } from "../capacity.ts";
 import { mayOnVm } from "../acl.ts";
+import { guestFields, nodeSilent, quorate } from "../multinode.ts";
+import { statusViewTime } from "../statuscache.ts";
 import { clusterOptions, nextIdRange } from "../policy.ts";
 import { storageEntries } from "./storage.ts";
 
@@ -21,7 +23,7 @@ function clusterStatus(core: SimCore): unknown[] {
       id: "cluster",
       name: "pvesim",
       version: 7,
-      quorate: 1,
+      quorate: quorate(core) ? 1 : 0,
       nodes: nodes.length,
     });
   }
@@ -40,36 +42,23 @@ function clusterStatus(core: SimCore): unknown[] {
   return out;
 }
 
-function qemuEntry(core: SimCore, vm: VmRecord): Record<string, unknown> {
+function qemuEntry(core: SimCore, vm: VmRecord, at: number): Record<string, unknown> {
   const e: Record<string, unknown> = {
     id: `qemu/${vm.vmid}`,
     vmid: vm.vmid,
     node: vm.node,
     type: "qemu",
   };
-  // name/status/template come from pvestatd's RRD data, which lags, and
-  // which a node that is down (or whose pvestatd has not reported) does not send.
-  const rrd = unreported(core, vm.node) ? undefined : core.state.rrdView(vm);
-  if (rrd) {
-    Object.assign(e, {
-      status: rrd.status,
-      name: rrd.name,
-      template: rrd.template,
-      ...usageStats(vm, rrd.status === "running"),
-    });
-    const { cpus, maxdisk } = vmFigures(core, vm);
-    Object.assign(e, { maxcpu: cpus, maxdisk });
-  } else e.status = "unknown";
+  // name/status/template come from pvestatd's RRD data, which lags, which
+  // stays a while after its node went down and is then gone (multinode.ts).
+  const fields = guestFields(core, vm, at);
+  if (fields) Object.assign(e, fields);
+  else e.status = "unknown";
   // lock and tags are read straight from the config file: no lag.
   if (vm.pool) e.pool = vm.pool;
   if (vm.config.tags !== undefined) e.tags = String(vm.config.tags);
   if (vm.config.lock !== undefined) e.lock = String(vm.config.lock);
   return e;
-}
-
-/** Whether the cluster has no status figures from node `n` (down, or its pvestatd silent). */
-function unreported(core: SimCore, n: string): boolean {
-  return core.faults.offlineNodes.includes(n) || core.faults.unreportedNodes.includes(n);
 }
 
 /** A node as /nodes and cluster/resources list it; a node that is down has no stats. */
@@ -78,7 +67,7 @@ export function nodeEntry(core: SimCore, n: string): Record<string, unknown> {
     return { id: `node/${n}`, type: "node", node: n, status: "offline", level: "" };
   }
   // Figures (and `online`) come only from the node's pvestatd reports (API2Tools extract_node_stats).
-  if (core.faults.unreportedNodes.includes(n)) {
+  if (nodeSilent(core, n)) {
     return { id: `node/${n}`, type: "node", node: n, status: "unknown" };
   }
   return {
@@ -104,8 +93,9 @@ function resources(core: SimCore, type?: string): unknown[] {
   if (type === undefined || type === "storage") out.push(...storageEntries(core));
   if ((type === undefined || type === "vm") && !faults.auditHidden) {
     // Without VM.Audit guests are silently left out (no 403).
+    const at = statusViewTime(core);
     for (const vm of [...state.vms.values()].sort((a, b) => a.vmid - b.vmid)) {
-      if (mayOnVm(core, vm.vmid, "VM.Audit")) out.push(qemuEntry(core, vm));
+      if (mayOnVm(core, vm.vmid, "VM.Audit")) out.push(qemuEntry(core, vm, at));
     }
     for (const ct of state.lxc.values()) {
       if (!mayOnVm(core, ct.vmid, "VM.Audit")) continue;

@@ -7,12 +7,13 @@ import { parseUpid, type Task } from "../tasks.ts";
 import { nodeEntry, versionInfo } from "./cluster.ts";
 import { mayOnVm } from "../acl.ts";
 import { nodeStatusFigures } from "../capacity.ts";
+import { checkTaskAccess, maySeeTask } from "../task_access.ts";
 
 /** pveproxy resolves the node name before proxying; an unknown one dies. */
 export function checkNode(core: SimCore, node: string): void {
   if (!core.state.isNode(node)) {
     throw fail(
-      `hostname lookup '${node}' failed - failed to get address info for: ${node}: Name or service not known`,
+      `hostname lookup '${node}' failed - failed to get address info for: ${node}: Temporary failure in name resolution`,
     );
   }
 }
@@ -110,7 +111,7 @@ export const nodeRoutes: Route[] = [
     // pve-manager API2/Tasks.pm node_tasks: answered by pveproxy (not protected).
     // `active` lists running tasks (status RUNNING, user the full token id, as
     // on the rig); the archive splits a token into user and tokenid. A caller
-    // sees its own tasks (this token's: the simulator knows only one).
+    // sees its own tasks, others' only with Sys.Audit on the node (task_access.ts).
     method: "GET",
     pattern: "/nodes/{node}/tasks",
     schema: {
@@ -124,11 +125,11 @@ export const nodeRoutes: Route[] = [
       errors: { type: "boolean", optional: true },
     },
     perm: nodePerm,
-    handler: ({ core, params }) => {
+    handler: ({ core, params, authid }) => {
       checkNode(core, params.node as string);
       const source = (params.source as string | undefined) ?? "archive";
       const out = [...core.tasks.tasks.values()]
-        .filter((t) => t.node === params.node)
+        .filter((t) => t.node === params.node && maySeeTask(core, authid, t))
         .filter((t) => source === "all" || (source === "active") === (t.status === "running"))
         .filter((t) => params.typefilter === undefined || t.type === params.typefilter)
         .filter((t) => params.vmid === undefined || t.id === String(params.vmid))
@@ -152,9 +153,11 @@ export const nodeRoutes: Route[] = [
     pattern: "/nodes/{node}/tasks/{upid}/status",
     schema: { node: NODE, upid: { type: "string" } },
     perm: nodePerm,
-    handler: ({ core, params }) => {
+    handler: ({ core, params, authid }) => {
       checkNode(core, params.node as string);
-      return core.tasks.statusJson(findTask(core, params.node as string, params.upid as string));
+      const t = findTask(core, params.node as string, params.upid as string);
+      checkTaskAccess(core, authid, t);
+      return core.tasks.statusJson(t);
     },
   },
   {
@@ -168,9 +171,10 @@ export const nodeRoutes: Route[] = [
       download: { type: "boolean", optional: true },
     },
     perm: nodePerm,
-    handler: ({ core, params }) => {
+    handler: ({ core, params, authid }) => {
       checkNode(core, params.node as string);
       const t = findTask(core, params.node as string, params.upid as string);
+      checkTaskAccess(core, authid, t);
       const lines = t.log.length > 0 ? t.log : ["no content"];
       const start = (params.start as number | undefined) ?? 0;
       const limit = (params.limit as number | undefined) ?? 50;

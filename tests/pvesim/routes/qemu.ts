@@ -34,6 +34,7 @@ import { mayOnVm, requireOnVm } from "../acl.ts";
 import { applyPending, deletePending, pendingView, setPending } from "../pending.ts";
 import { assertTagPermissions } from "../policy.ts";
 import { TaskDied } from "../tasks.ts";
+import { statusExtras } from "../versions.ts";
 import { checkNode } from "./nodes.ts";
 
 export const vmPerm = (priv: string) => (p: Params): [string, string] => [`/vms/${p.vmid}`, priv];
@@ -291,7 +292,7 @@ export const qemuRoutes: Route[] = [
     schema: { node: NODE, vmid: VMID },
     perm: vmPerm("VM.Audit"),
     check: vmCheck("VM.Audit"),
-    handler: ({ core, params }) => statusCurrent(core, openVm(core, params)),
+    handler: ({ core, params }) => statusExtras(core, statusCurrent(core, openVm(core, params))),
   },
   {
     method: "GET",

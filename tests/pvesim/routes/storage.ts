@@ -10,6 +10,7 @@ import { availableOn, type StorageRecord, volumeStorage } from "../storage.ts";
 import { requirePriv } from "../acl.ts";
 import { storageUse } from "../diskuse.ts";
 import { checkNode } from "./nodes.ts";
+import { statusHeld } from "../multinode.ts";
 
 /** Storages the caller has Datastore.Audit or Datastore.AllocateSpace on; the rest are left out, never 403. */
 export function visibleStorages(core: SimCore): StorageRecord[] {
@@ -25,13 +26,15 @@ export function visibleStorages(core: SimCore): StorageRecord[] {
  */
 export function storageEntries(core: SimCore): Record<string, unknown>[] {
   const { offlineNodes, offlineStorages } = core.faults;
+  // A node's storages stay `available` while its last status is held (multinode.ts).
+  const gone = (n: string) => offlineNodes.includes(n) && !statusHeld(core, n);
   const out: Record<string, unknown>[] = [];
   const used = storageUse(core);
   for (const n of core.state.nodes) {
     const visible = visibleStorages(core);
     for (const s of visible) {
       if (!availableOn(s, n)) continue;
-      const down = offlineNodes.includes(n) || offlineStorages.includes(s.id);
+      const down = gone(n) || offlineStorages.includes(s.id);
       out.push({
         id: `storage/${n}/${s.id}`,
         type: "storage",
