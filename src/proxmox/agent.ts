@@ -15,7 +15,8 @@
 import { getLogger } from "@logtape/logtape";
 import { BackendError } from "../kit/backend.ts";
 import { isTransient, ProxmoxApiError, serverTextOf } from "./errors.ts";
-import { type Backoff, pollUntil, pollWithin, sleep } from "../kit/deadline.ts";
+import { type Backoff, pollUntil, pollWithin } from "../async/poll.ts";
+import { sleep } from "../async/sleep.ts";
 import { readStatus, vmPath, type VmRef } from "./vm.ts";
 
 export interface ExecResult {

@@ -24,7 +24,7 @@ import { locateOwned } from "./ownership.ts";
 import { checkNodes, type NodeCheck } from "./nodes.ts";
 import { readyDeadline, waitReady } from "./ready.ts";
 import { checkOfferingTemplates } from "./templates.ts";
-import { secondsSince } from "./util.ts";
+import { secondsSince } from "../async/elapsed.ts";
 
 const log = getLogger(["bigfleet", "proxmox"]);
 

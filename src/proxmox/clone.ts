@@ -37,8 +37,10 @@ import {
   type TemplateRef,
   templateVolumes,
 } from "./templates.ts";
-import { pollUntil, pollWithin, sleep } from "../kit/deadline.ts";
-import { createKeyedLimit, createMutex, mapLimit } from "./util.ts";
+import { pollUntil, pollWithin } from "../async/poll.ts";
+import { sleep } from "../async/sleep.ts";
+import { createKeyedLimit, mapLimit } from "../async/limit.ts";
+import { createMutex } from "../async/mutex.ts";
 import {
   blockingLock,
   isPermissionError,

@@ -1,7 +1,7 @@
 // What every part of the Proxmox backend shares: the metric operation names,
 // the timing knobs, and the context object handed to each module.
 
-import type { Backoff } from "../kit/deadline.ts";
+import type { Backoff } from "../async/poll.ts";
 import type { Timeouts } from "../kit/timeouts.ts";
 import type { ApiClient } from "./http.ts";
 import { NodeOutages } from "./nodes.ts";

@@ -7,7 +7,7 @@ import type { ManagedVm } from "../kit/backend.ts";
 import { type ProxmoxContext, vmOf } from "./context.ts";
 import { hostRefOf, MANAGED_TAG, ORPHAN_TYPE, parseMarker, parseTags } from "./naming.ts";
 import { isNodeUnreachable, offlineNodes } from "./nodes.ts";
-import { mapLimit } from "./util.ts";
+import { mapLimit } from "../async/limit.ts";
 import {
   isPermissionError,
   listResources,

@@ -8,7 +8,7 @@
 import { getLogger } from "@logtape/logtape";
 import { isStorageProblem, isTransient, serverTextOf, TaskFailedError } from "./errors.ts";
 import { waitTask } from "./tasks.ts";
-import { pollUntil, pollWithin } from "../kit/deadline.ts";
+import { pollUntil, pollWithin } from "../async/poll.ts";
 import {
   isMissingHere,
   isPermissionError,

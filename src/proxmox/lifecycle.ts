@@ -9,7 +9,7 @@ import { type ProxmoxContext, vmOf } from "./context.ts";
 import { isTransient } from "./errors.ts";
 import { followMove, ownedBy, requireHostRef } from "./ownership.ts";
 import { isProtected, refusedForProtection, unprotect } from "./protection.ts";
-import { pollUntil } from "../kit/deadline.ts";
+import { pollUntil } from "../async/poll.ts";
 import { destroyVm } from "./destroy.ts";
 import { freeLeftovers } from "./volumes.ts";
 import {

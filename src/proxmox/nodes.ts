@@ -7,7 +7,8 @@
 
 import { getLogger } from "@logtape/logtape";
 import { BackendError } from "../kit/backend.ts";
-import { type Backoff, pollWaits, sleep } from "../kit/deadline.ts";
+import { type Backoff, pollWaits } from "../async/poll.ts";
+import { sleep } from "../async/sleep.ts";
 import { ProxmoxApiError } from "./errors.ts";
 import type { ApiClient } from "./http.ts";
 

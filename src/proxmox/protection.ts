@@ -5,7 +5,7 @@
 
 import { getLogger } from "@logtape/logtape";
 import { isTransient, refusedWith } from "./errors.ts";
-import { pollUntil } from "../kit/deadline.ts";
+import { pollUntil } from "../async/poll.ts";
 import { readConfig, type VmConfig, vmPath, type VmRef, type VmTiming } from "./vm.ts";
 
 const log = getLogger(["bigfleet", "proxmox"]);

@@ -11,7 +11,7 @@ import { BackendError } from "../kit/backend.ts";
 import { describeExit, type ExecResult, runCommand, tail } from "./agent.ts";
 import { type Located, type ProxmoxContext, vmOf } from "./context.ts";
 import { isTransient, serverTextOf } from "./errors.ts";
-import { sleep } from "../kit/deadline.ts";
+import { sleep } from "../async/sleep.ts";
 
 const log = getLogger(["bigfleet", "proxmox"]);
 

@@ -5,7 +5,7 @@
 import { BackendError } from "../kit/backend.ts";
 import { isStorageProblem, TaskFailedError } from "./errors.ts";
 import type { ApiClient } from "./http.ts";
-import { type Backoff, pollUntil } from "../kit/deadline.ts";
+import { type Backoff, pollUntil } from "../async/poll.ts";
 
 export interface Upid {
   raw: string;

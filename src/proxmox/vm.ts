@@ -8,7 +8,7 @@ import { isTransient, missingVerdict, ProxmoxApiError, serverTextOf } from "./er
 import type { ApiClient, ReadOptions } from "./http.ts";
 import type { Timing } from "./context.ts";
 import { waitTask } from "./tasks.ts";
-import { pollUntil } from "../kit/deadline.ts";
+import { pollUntil } from "../async/poll.ts";
 
 export type VmConfig = Record<string, unknown>;
 

@@ -12,7 +12,8 @@ import { getLogger } from "@logtape/logtape";
 import type { ProxmoxContext } from "./context.ts";
 import { serverTextOf } from "./errors.ts";
 import { readTaskLog, waitTask } from "./tasks.ts";
-import { pollWaits, sleep } from "../kit/deadline.ts";
+import { pollWaits } from "../async/poll.ts";
+import { sleep } from "../async/sleep.ts";
 import { isPermissionError, type VmAt } from "./vm.ts";
 
 const log = getLogger(["bigfleet", "proxmox"]);

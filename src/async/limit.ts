@@ -1,17 +1,4 @@
-// Small async helpers shared by the client modules.
-
-/** A FIFO mutex: `run` executes critical sections one at a time. */
-export function createMutex(): { run<T>(fn: () => Promise<T>): Promise<T> } {
-  let tail: Promise<unknown> = Promise.resolve();
-  return {
-    run<T>(fn: () => Promise<T>): Promise<T> {
-      const next = tail.then(fn, fn);
-      // The caller gets the section's error through `next`; the tail only orders the next one.
-      tail = next.catch(() => {});
-      return next;
-    },
-  };
-}
+// Bounds on work in flight: a map with at most N calls at once, and at most N holders per key.
 
 /** Map with at most `limit` calls in flight; results keep input order. */
 export async function mapLimit<A, B>(
@@ -29,11 +16,6 @@ export async function mapLimit<A, B>(
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
   return out;
-}
-
-/** Seconds elapsed since `t0` (a performance.now() value). */
-export function secondsSince(t0: number): number {
-  return (performance.now() - t0) / 1000;
 }
 
 /** At most `limit` holders per key at once; the rest wait in arrival order. */
