@@ -108,8 +108,7 @@ export async function createProxmoxBackend(
       );
     }
     const loc = await pending;
-    ctx.known.set(loc.vmid, slot.machineId);
-    ctx.destroyed.delete(loc.vmid);
+    ctx.memory.created(loc.vmid, slot.machineId);
     await observed("EnsureRunning", () => ensureRunning(ctx, loc, signal));
     log.info("VM {vmid} on {node} is up for machine {machineId}", {
       vmid: loc.vmid,
@@ -144,16 +143,8 @@ export async function createProxmoxBackend(
     delete: (machine, signal) =>
       observed("DeleteVM", async () => {
         await deleteVm(ctx, machine, signal);
-        // The VMID is free for anyone now: no longer "known" as this machine's.
         const ref = parseHostRef(machine.hostRef);
-        if (ref !== null && ctx.known.get(ref.vmid) === machine.machineId) {
-          ctx.known.delete(ref.vmid);
-        }
-        // Remembered only to tell a repeated Delete's 403 from a real refusal: keep the newest.
-        for (const id of ctx.destroyed.keys()) {
-          if (ctx.destroyed.size <= 10_000) break;
-          ctx.destroyed.delete(id);
-        }
+        if (ref !== null) ctx.memory.deleted(ref.vmid, machine.machineId);
       }),
     describe: (signal) => observed("DescribeManaged", () => describeManaged(ctx, signal)),
     inspect: (machine, signal) =>

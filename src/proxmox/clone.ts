@@ -118,7 +118,7 @@ const LOST_RACE_MS = 60_000;
 
 /** The VMID memory and the clone bound live as long as the returned function. */
 export function createCloner(ctx: ProxmoxContext, limits: CloneLimits): CloneOrAdopt {
-  const { api, nodes, timing, cloning, cloneTasks } = ctx;
+  const { api, nodes, timing, memory } = ctx;
   const { pool } = limits;
   const cloneMutex = createMutex();
   /** VMIDs handed to a clone POST whose task has not finished: nextid cannot see them yet. */
@@ -267,7 +267,7 @@ export function createCloner(ctx: ProxmoxContext, limits: CloneLimits): CloneOrA
     const drop = (vmid: number) => {
       held.delete(vmid);
       reserved.delete(vmid);
-      cloning.delete(vmid);
+      memory.cloneEnded(vmid);
     };
     /** A VMID whose clone POST got no answer: its clone may still appear, so it is kept. */
     let pinned: number | null = null;
@@ -288,7 +288,7 @@ export function createCloner(ctx: ProxmoxContext, limits: CloneLimits): CloneOrA
           });
           held.add(vmid);
           reserved.add(vmid);
-          cloning.set(vmid, slot.machineId);
+          memory.cloneStarted(vmid, slot.machineId);
           const started = await api.post(
             `${vmPath(tmpl)}/clone`,
             // No target on the template's own node: only shared storage allows one.
@@ -307,11 +307,11 @@ export function createCloner(ctx: ProxmoxContext, limits: CloneLimits): CloneOrA
               machineId: slot.machineId,
             });
             const upid = String(started.upid);
-            cloneTasks.add(upid);
+            memory.cloneTaskStarted(upid);
             try {
               await waitTask(api, upid, `${what} into VM ${vmid}`, timing.task, signal);
             } finally {
-              cloneTasks.delete(upid);
+              memory.cloneTaskEnded(upid);
             }
             const config = await readConfig({ api, node: slot.zone, vmid }, signal);
             if (config === null) {
@@ -436,7 +436,7 @@ async function findExisting(
   signal: AbortSignal,
   afterLostClones = false,
 ): Promise<Located | null> {
-  const { api, nodes, cloning, outages } = ctx;
+  const { api, nodes, memory, outages } = ctx;
   const tag = machineTag(machineId);
   const name = vmName(machineId);
   const [listed, offline] = await Promise.all([
@@ -449,12 +449,10 @@ async function findExisting(
   let entries: { node: string; vmid: number }[] = listed.filter((e) =>
     e.template !== 1 &&
     (afterLostClones || parseTags(e.tags).includes(tag) || e.lock === "clone" || e.name === name ||
-      e.name === undefined || cloning.get(e.vmid) === machineId)
+      e.name === undefined || memory.cloningFor(e.vmid) === machineId)
   );
-  for (const [vmid, owner] of cloning) {
-    if (owner === machineId && !entries.some((e) => e.vmid === vmid)) {
-      entries.push({ node: nodes[0], vmid });
-    }
+  for (const vmid of memory.clonesOf(machineId)) {
+    if (!entries.some((e) => e.vmid === vmid)) entries.push({ node: nodes[0], vmid });
   }
   /** node → why it cannot be read now. */
   const down = new Map<string, string>([...offline].map((n) => [n, "offline in the cluster"]));
@@ -510,7 +508,7 @@ async function resolveCandidate(
   machineId: string,
   signal: AbortSignal,
 ): Promise<Located | null> {
-  const { api, timing, cloning } = ctx;
+  const { api, timing, memory } = ctx;
   const { vmid } = at;
   let { node } = at;
   let misses = 0;
@@ -528,7 +526,7 @@ async function resolveCandidate(
     if (owner !== undefined && owner !== machineId) return null;
     if (owner === undefined) {
       if (config.lock !== "clone" || !isTemporaryConfig(config)) return null;
-      const inflight = cloning.get(vmid);
+      const inflight = memory.cloningFor(vmid);
       if (inflight !== undefined && inflight !== machineId) return null;
       // Not one this process follows: ours only if a clone task of ours runs that we lost track of.
       if (inflight === undefined && !(await lostCloneRunning(ctx, node, signal))) return null;
@@ -574,7 +572,7 @@ async function lostCloneRunning(
     // PVE shows a token's task as run by the full token id (`USER@REALM!TOKENID`); the
     // user alone still matches a task started before a rotation, under the old token.
     const user = String(t.user ?? "").split("!")[0];
-    return t.status === "RUNNING" && !ctx.cloneTasks.has(String(t.upid)) &&
+    return t.status === "RUNNING" && !ctx.memory.followsTask(String(t.upid)) &&
       (ctx.taskUser === "" || user === ctx.taskUser);
   });
 }

@@ -4,6 +4,7 @@
 import type { Backoff } from "../async/poll.ts";
 import type { Timeouts } from "../kit/timeouts.ts";
 import type { ApiClient } from "./http.ts";
+import { BackendMemory } from "./memory.ts";
 import { NodeOutages } from "./nodes.ts";
 import { TagPolicy } from "./tags.ts";
 import { MANAGED_TAG } from "./naming.ts";
@@ -78,16 +79,10 @@ export interface ProxmoxContext {
   /** The configured nodes (the backend's zones). */
   nodes: string[];
   timing: Timing;
-  /** Clones this process started, vmid → machine id: recognisable before PVE writes the name. */
-  cloning: Map<number, string>;
-  /** The tasks of those clones: a running clone task of ours not in here is one we lost track of. */
-  cloneTasks: Set<string>;
-  /** vmid → machine id of every marker read so far: what a VM on a node that is down was. */
-  known: Map<number, string>;
+  /** What this backend remembers of the VMs it cloned, read and destroyed. */
+  memory: BackendMemory;
   /** Nodes found down, so each outage is logged once. */
   outages: NodeOutages;
-  /** vmid → machine id of VMs this process destroyed: a 403 on them afterwards means gone. */
-  destroyed: Map<number, string>;
   /** Reports a volume left behind for good. */
   leaked: (volid: string) => void;
   /** The tags VMs get, and which ones the datacenter's tag policy refuses. */
@@ -137,11 +132,8 @@ export function newContext(
     nodes: [...nodes],
     timing,
     taskUser: opts.taskUser ?? "",
-    cloning: new Map(),
-    cloneTasks: new Set(),
-    known: new Map(),
+    memory: new BackendMemory(),
     outages: new NodeOutages(),
-    destroyed: new Map(),
     leaked: opts.leaked ?? (() => {}),
     tags: new TagPolicy(opts.tags ?? [MANAGED_TAG]),
   };

@@ -159,7 +159,7 @@ export async function deleteVm(
   const { vmid } = ref;
   let node = ref.node;
   const fields = { vmid, node, machineId: machine.machineId };
-  const destroyedByUs = ctx.destroyed.get(vmid) === machine.machineId;
+  const destroyedByUs = ctx.memory.didDestroy(vmid, machine.machineId);
 
   // Decide "gone" by reading the VM itself: the listing hides VMs without VM.Audit.
   let config: VmConfig | null | "unreadable";
@@ -211,7 +211,7 @@ export async function deleteVm(
     await unprotect(vm, timing, signal);
     return await destroyVm(vm, timing, signal);
   });
-  ctx.destroyed.set(vmid, machine.machineId);
+  ctx.memory.destroyed(vmid, machine.machineId);
   if (done.upid !== null) await freeLeftovers(ctx, vm, done.upid, signal);
   if (done.left === "gone") {
     const left = await readConfig(vm, signal).catch((err) => {
