@@ -6,8 +6,8 @@ import { getLogger } from "@logtape/logtape";
 import type { Config } from "../config/types.ts";
 import { type Backend, BackendError, type SlotSpec } from "../kit/backend.ts";
 import { withDefaultTimeouts } from "../kit/timeouts.ts";
-import { createCloner } from "./clone.ts";
-import { connectApi } from "./connect.ts";
+import { createCloner } from "./create/clone.ts";
+import { connectApi } from "./api/connect.ts";
 import {
   type ApiOp,
   DEFAULT_TIMING,
@@ -18,12 +18,15 @@ import {
 } from "./context.ts";
 import { describeManaged, type PveVm } from "./describe.ts";
 import { inspectVm } from "./inspect.ts";
-import { deleteVm, drainNode, ensureRunning, runBootstrap } from "./lifecycle.ts";
+import { runBootstrap } from "./configure.ts";
+import { deleteVm } from "./delete.ts";
+import { drainNode } from "./drain.ts";
+import { ensureRunning } from "./vm/running.ts";
 import { hostRefOf, parseHostRef } from "./naming.ts";
-import { locateOwned } from "./ownership.ts";
-import { checkNodes, type NodeCheck } from "./nodes.ts";
-import { readyDeadline, waitReady } from "./ready.ts";
-import { checkOfferingTemplates } from "./templates.ts";
+import { locateOwned } from "./vm/ownership.ts";
+import { checkNodes, type NodeCheck } from "./cluster/nodes.ts";
+import { readyDeadline, waitReady } from "./vm/ready.ts";
+import { checkOfferingTemplates } from "./cluster/templates.ts";
 import { secondsSince } from "../async/elapsed.ts";
 
 const log = getLogger(["bigfleet", "proxmox"]);

@@ -3,12 +3,12 @@
 
 import type { Backoff } from "../async/poll.ts";
 import type { Timeouts } from "../kit/timeouts.ts";
-import type { ApiClient } from "./http.ts";
+import type { ApiClient } from "./api/client.ts";
 import { BackendMemory } from "./memory.ts";
-import { NodeOutages } from "./nodes.ts";
+import { NodeOutages } from "./cluster/nodes.ts";
 import { TagPolicy } from "./tags.ts";
 import { MANAGED_TAG } from "./naming.ts";
-import type { VmAt, VmConfig, VmRef } from "./vm.ts";
+import type { VmAt, VmConfig, VmRef } from "./vm/vm.ts";
 
 export type ApiOp =
   | "CloneVM"

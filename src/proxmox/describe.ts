@@ -6,7 +6,7 @@
 import type { ManagedVm } from "../kit/backend.ts";
 import { type ProxmoxContext, vmOf } from "./context.ts";
 import { hostRefOf, MANAGED_TAG, ORPHAN_TYPE, parseMarker, parseTags } from "./naming.ts";
-import { isNodeUnreachable, offlineNodes } from "./nodes.ts";
+import { isNodeUnreachable, offlineNodes } from "./cluster/nodes.ts";
 import { mapLimit } from "../async/limit.ts";
 import {
   isPermissionError,
@@ -14,7 +14,7 @@ import {
   readConfig,
   type ResourceEntry,
   type VmConfig,
-} from "./vm.ts";
+} from "./vm/vm.ts";
 
 /** A managed VM as the kit sees it, plus where it is and whether it runs. */
 export interface PveVm extends ManagedVm {

@@ -3,6 +3,10 @@
 
 export { createProxmoxBackend, type ProxmoxBackend } from "./backend.ts";
 export { type ApiOp, type ProxmoxDeps, type Timing } from "./context.ts";
-export { TlsTrustError } from "./errors.ts";
-export { type PreflightOptions, type PreflightReport, runPreflight } from "./preflight.ts";
-export { type CheckResult, plural, skipped, type Status } from "./preflight_result.ts";
+export { TlsTrustError } from "./api/errors.ts";
+export {
+  type PreflightOptions,
+  type PreflightReport,
+  runPreflight,
+} from "./preflight/preflight.ts";
+export { type CheckResult, plural, skipped, type Status } from "./preflight/result.ts";

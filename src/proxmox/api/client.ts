@@ -13,11 +13,11 @@ import {
   TransportError,
   workerNeverStarted,
 } from "./errors.ts";
-import { sleep } from "../async/sleep.ts";
+import { sleep } from "../../async/sleep.ts";
 import { isAgentPing, protectedNode } from "./pvedaemon.ts";
 import type { RawResponse, Transport } from "./transport.ts";
 import { fixedToken, type TokenSource } from "./token_source.ts";
-import { createKeyedLimit } from "../async/limit.ts";
+import { createKeyedLimit } from "../../async/limit.ts";
 
 export type Params = Record<string, string | number | boolean | string[] | undefined>;
 

@@ -4,7 +4,7 @@
 // command can hold a token's effective permissions (GET /access/permissions)
 // against exactly what the backend will call.
 
-import type { VmConfig } from "./vm.ts";
+import type { VmConfig } from "../vm/vm.ts";
 
 /** What the provider needs on one ACL path. */
 export interface PathNeed {

@@ -9,11 +9,11 @@
 // and leaked volumes"). The Delete succeeds either way: the VM is gone.
 
 import { getLogger } from "@logtape/logtape";
-import type { ProxmoxContext } from "./context.ts";
-import { serverTextOf } from "./errors.ts";
-import { readTaskLog, waitTask } from "./tasks.ts";
-import { pollWaits } from "../async/poll.ts";
-import { sleep } from "../async/sleep.ts";
+import type { ProxmoxContext } from "../context.ts";
+import { serverTextOf } from "../api/errors.ts";
+import { readTaskLog, waitTask } from "../api/tasks.ts";
+import { pollWaits } from "../../async/poll.ts";
+import { sleep } from "../../async/sleep.ts";
 import { isPermissionError, type VmAt } from "./vm.ts";
 
 const log = getLogger(["bigfleet", "proxmox"]);

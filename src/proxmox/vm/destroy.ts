@@ -6,9 +6,9 @@
 // read of the VMID after our own destroy is a 403 rather than "no such VM".
 
 import { getLogger } from "@logtape/logtape";
-import { isStorageProblem, isTransient, serverTextOf, TaskFailedError } from "./errors.ts";
-import { waitTask } from "./tasks.ts";
-import { pollUntil, pollWithin } from "../async/poll.ts";
+import { isStorageProblem, isTransient, serverTextOf, TaskFailedError } from "../api/errors.ts";
+import { waitTask } from "../api/tasks.ts";
+import { pollUntil, pollWithin } from "../../async/poll.ts";
 import {
   isMissingHere,
   isPermissionError,

@@ -13,34 +13,34 @@
 // "Storage locks"); a storage lock timeout made nothing and is retried.
 
 import { getLogger } from "@logtape/logtape";
-import type { InstanceType } from "../config/types.ts";
-import { BackendError, type SlotSpec } from "../kit/backend.ts";
-import { type Located, type ProxmoxContext, vmOf } from "./context.ts";
+import type { InstanceType } from "../../config/types.ts";
+import { BackendError, type SlotSpec } from "../../kit/backend.ts";
+import { type Located, type ProxmoxContext, vmOf } from "../context.ts";
 import {
   isTransient,
   ProxmoxApiError,
   refusedWith,
   serverTextOf,
   TaskFailedError,
-} from "./errors.ts";
-import { buildDescription, machineTag, parseMarker, parseTags, vmName } from "./naming.ts";
-import { DEFAULT_NEXT_ID, readDatacenterOptions } from "./datacenter.ts";
-import { isNodeUnreachable, offlineNodes } from "./nodes.ts";
-import { relocate } from "./ownership.ts";
-import { waitTask } from "./tasks.ts";
-import { destroyVm } from "./destroy.ts";
-import { freeLeftovers } from "./volumes.ts";
+} from "../api/errors.ts";
+import { buildDescription, machineTag, parseMarker, parseTags, vmName } from "../naming.ts";
+import { DEFAULT_NEXT_ID, readDatacenterOptions } from "../cluster/datacenter.ts";
+import { isNodeUnreachable, offlineNodes } from "../cluster/nodes.ts";
+import { relocate } from "../vm/ownership.ts";
+import { waitTask } from "../api/tasks.ts";
+import { destroyVm } from "../vm/destroy.ts";
+import { freeLeftovers } from "../vm/volumes.ts";
 import {
   findTemplate,
   readStorages,
   type StorageInfo,
   type TemplateRef,
   templateVolumes,
-} from "./templates.ts";
-import { pollUntil, pollWithin } from "../async/poll.ts";
-import { sleep } from "../async/sleep.ts";
-import { createKeyedLimit, mapLimit } from "../async/limit.ts";
-import { createMutex } from "../async/mutex.ts";
+} from "../cluster/templates.ts";
+import { pollUntil, pollWithin } from "../../async/poll.ts";
+import { sleep } from "../../async/sleep.ts";
+import { createKeyedLimit, mapLimit } from "../../async/limit.ts";
+import { createMutex } from "../../async/mutex.ts";
 import {
   blockingLock,
   isPermissionError,
@@ -52,7 +52,7 @@ import {
   type VmAt,
   type VmConfig,
   vmPath,
-} from "./vm.ts";
+} from "../vm/vm.ts";
 
 /** Adopt or clone the VM for a slot's machine, sized and sourced by its instance type. */
 export type CloneOrAdopt = (

@@ -2,10 +2,10 @@
 // that runs them. `OK` and `WARNINGS: n` are success, as PVE itself counts
 // them (docs/proxmox-notes.md "Worker tasks").
 
-import { BackendError } from "../kit/backend.ts";
+import { BackendError } from "../../kit/backend.ts";
 import { isStorageProblem, TaskFailedError } from "./errors.ts";
-import type { ApiClient } from "./http.ts";
-import { type Backoff, pollUntil } from "../async/poll.ts";
+import type { ApiClient } from "./client.ts";
+import { type Backoff, pollUntil } from "../../async/poll.ts";
 
 export interface Upid {
   raw: string;

@@ -9,11 +9,11 @@
 // (docs/configuration.md#tags-and-the-tag-policy). A refused tag never
 // breaks a Create, so the worst verdict is WARN.
 
-import { MACHINE_TAG_TOKEN } from "../config/proxmox.ts";
-import { type DatacenterOptions, readDatacenterOptions } from "./datacenter.ts";
-import type { ApiClient } from "./http.ts";
-import type { Permissions } from "./preflight_privileges.ts";
-import { type CheckResult, pass, warn } from "./preflight_result.ts";
+import { MACHINE_TAG_TOKEN } from "../../config/proxmox.ts";
+import { type DatacenterOptions, readDatacenterOptions } from "../cluster/datacenter.ts";
+import type { ApiClient } from "../api/client.ts";
+import type { Permissions } from "./privileges.ts";
+import { type CheckResult, pass, warn } from "./result.ts";
 
 const CHECK = "tags";
 const DOCS = "docs/configuration.md#tags-and-the-tag-policy";

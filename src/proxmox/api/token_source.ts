@@ -7,7 +7,7 @@
 // (docs/credentials.md#rotating-the-token). The secret is never logged.
 
 import { getLogger } from "@logtape/logtape";
-import { parseTokenFile } from "../config/proxmox.ts";
+import { parseTokenFile } from "../../config/proxmox.ts";
 
 export interface TokenSource {
   /** The Authorization header value for the next request. */

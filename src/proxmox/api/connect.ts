@@ -4,10 +4,10 @@
 // checked again here.
 
 import { getLogger } from "@logtape/logtape";
-import type { ProxmoxConfig } from "../config/types.ts";
-import type { Timing } from "./context.ts";
+import type { ProxmoxConfig } from "../../config/types.ts";
+import type { Timing } from "../context.ts";
 import { TlsTrustError } from "./errors.ts";
-import { type ApiClient, createApiClient } from "./http.ts";
+import { type ApiClient, createApiClient } from "./client.ts";
 import { probeTrust } from "./tls.ts";
 import { fileToken } from "./token_source.ts";
 import { verifiedTransport } from "./transport.ts";

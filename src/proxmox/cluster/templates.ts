@@ -4,15 +4,15 @@
 // ISOs, the cloud-init drive) is on shared storage (docs/proxmox-notes.md
 // "Templates and storage"), so the answer depends on the template's
 // config and the cluster's storage.cfg. Used by Create, by the startup check
-// (checkOfferingTemplates) and by the preflight command (src/proxmox/preflight.ts).
+// (checkOfferingTemplates) and by the preflight command (src/proxmox/preflight/).
 
 import { getLogger } from "@logtape/logtape";
-import type { InstanceType, TemplateSource } from "../config/types.ts";
-import { BackendError } from "../kit/backend.ts";
-import { agentEnabled } from "./agent.ts";
-import { type ProxmoxContext, vmOf } from "./context.ts";
-import type { ApiClient } from "./http.ts";
-import { isPermissionError, listResources, readConfig, type VmConfig } from "./vm.ts";
+import type { InstanceType, TemplateSource } from "../../config/types.ts";
+import { BackendError } from "../../kit/backend.ts";
+import { agentEnabled } from "../vm/agent.ts";
+import { type ProxmoxContext, vmOf } from "../context.ts";
+import type { ApiClient } from "../api/client.ts";
+import { isPermissionError, listResources, readConfig, type VmConfig } from "../vm/vm.ts";
 
 const log = getLogger(["bigfleet", "proxmox"]);
 

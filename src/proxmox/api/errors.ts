@@ -2,7 +2,7 @@
 // the path, the status and server-provided text: never from request headers or
 // bodies, so neither the token secret nor a bootstrap blob can end up in them.
 
-import { BackendError } from "../kit/backend.ts";
+import { BackendError } from "../../kit/backend.ts";
 
 /** An HTTP-level failure from the Proxmox API (any non-2xx, or an unusable 2xx body). */
 export class ProxmoxApiError extends BackendError {

@@ -4,8 +4,8 @@
 // with the sizing, and Delete clears it on a VM the marker proves ours.
 
 import { getLogger } from "@logtape/logtape";
-import { isTransient, refusedWith } from "./errors.ts";
-import { pollUntil } from "../async/poll.ts";
+import { isTransient, refusedWith } from "../api/errors.ts";
+import { pollUntil } from "../../async/poll.ts";
 import { readConfig, type VmConfig, vmPath, type VmRef, type VmTiming } from "./vm.ts";
 
 const log = getLogger(["bigfleet", "proxmox"]);

@@ -1,14 +1,14 @@
 // The privileges part of preflight: every privilege the provider will use, on
-// every path it will use it (privileges.ts), held against the
+// every path it will use it (needs.ts), held against the
 // token's effective permissions as Proxmox itself computes them
 // (GET /access/permissions: `{ "<path>": { "<priv>": 1|0 } }`, the flag
 // saying whether the grant propagates; a privilege-separated token already
 // shows only what both it and its user hold).
 
-import type { ApiClient } from "./http.ts";
-import { type CheckResult, failed, pass, warn } from "./preflight_result.ts";
-import { agentPrivileges, nicSdnPaths, nicsOf, type PathNeed, sdnNeed } from "./privileges.ts";
-import type { VmConfig } from "./vm.ts";
+import type { ApiClient } from "../api/client.ts";
+import { type CheckResult, failed, pass, warn } from "./result.ts";
+import { agentPrivileges, nicSdnPaths, nicsOf, type PathNeed, sdnNeed } from "./needs.ts";
+import type { VmConfig } from "../vm/vm.ts";
 
 const CHECK = "privileges";
 const DOCS = "docs/credentials.md#privileges-and-why-each-is-needed";

@@ -3,12 +3,12 @@
 // by blindly repeating the call.
 
 import { getLogger } from "@logtape/logtape";
-import { BackendError } from "../kit/backend.ts";
-import { isTransient, missingVerdict, ProxmoxApiError, serverTextOf } from "./errors.ts";
-import type { ApiClient, ReadOptions } from "./http.ts";
-import type { Timing } from "./context.ts";
-import { waitTask } from "./tasks.ts";
-import { pollUntil } from "../async/poll.ts";
+import { BackendError } from "../../kit/backend.ts";
+import { isTransient, missingVerdict, ProxmoxApiError, serverTextOf } from "../api/errors.ts";
+import type { ApiClient, ReadOptions } from "../api/client.ts";
+import type { Timing } from "../context.ts";
+import { waitTask } from "../api/tasks.ts";
+import { pollUntil } from "../../async/poll.ts";
 
 export type VmConfig = Record<string, unknown>;
 

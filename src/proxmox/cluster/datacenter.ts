@@ -5,7 +5,7 @@
 // (pve-manager API2/Cluster.pm get_options, PVE/DataCenterConfig.pm;
 // docs/proxmox-notes.md "Tag policy", "VMID allocation and clone races").
 
-import type { ApiClient } from "./http.ts";
+import type { ApiClient } from "../api/client.ts";
 
 export type TagMode = "free" | "list" | "existing" | "none";
 

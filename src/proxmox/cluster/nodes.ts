@@ -6,11 +6,11 @@
 // One such node must not fail a whole describe pass, startup or a Create.
 
 import { getLogger } from "@logtape/logtape";
-import { BackendError } from "../kit/backend.ts";
-import { type Backoff, pollWaits } from "../async/poll.ts";
-import { sleep } from "../async/sleep.ts";
-import { ProxmoxApiError } from "./errors.ts";
-import type { ApiClient } from "./http.ts";
+import { BackendError } from "../../kit/backend.ts";
+import { type Backoff, pollWaits } from "../../async/poll.ts";
+import { sleep } from "../../async/sleep.ts";
+import { ProxmoxApiError } from "../api/errors.ts";
+import type { ApiClient } from "../api/client.ts";
 
 const log = getLogger(["bigfleet", "proxmox"]);
 

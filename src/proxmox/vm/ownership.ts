@@ -3,9 +3,9 @@
 // existing VM goes through here first.
 
 import { getLogger } from "@logtape/logtape";
-import { BackendError, type HostedMachine } from "../kit/backend.ts";
-import { type Located, type ProxmoxContext, vmOf } from "./context.ts";
-import { machineTag, parseHostRef, parseMarker, parseTags } from "./naming.ts";
+import { BackendError, type HostedMachine } from "../../kit/backend.ts";
+import { type Located, type ProxmoxContext, vmOf } from "../context.ts";
+import { machineTag, parseHostRef, parseMarker, parseTags } from "../naming.ts";
 import { isPermissionError, listResources, readConfig, type VmConfig, waitUnlocked } from "./vm.ts";
 
 const log = getLogger(["bigfleet", "proxmox"]);

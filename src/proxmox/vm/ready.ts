@@ -6,12 +6,12 @@
 // fails Configure with what it checked and what the check said last.
 
 import { getLogger } from "@logtape/logtape";
-import type { ReadyGate } from "../config/types.ts";
-import { BackendError } from "../kit/backend.ts";
+import type { ReadyGate } from "../../config/types.ts";
+import { BackendError } from "../../kit/backend.ts";
 import { describeExit, type ExecResult, runCommand, tail } from "./agent.ts";
-import { type Located, type ProxmoxContext, vmOf } from "./context.ts";
-import { isTransient, serverTextOf } from "./errors.ts";
-import { sleep } from "../async/sleep.ts";
+import { type Located, type ProxmoxContext, vmOf } from "../context.ts";
+import { isTransient, serverTextOf } from "../api/errors.ts";
+import { sleep } from "../../async/sleep.ts";
 
 const log = getLogger(["bigfleet", "proxmox"]);
 

@@ -13,10 +13,10 @@
 // file-close, so concatenating the confirmed parts in order is byte-exact.
 
 import { getLogger } from "@logtape/logtape";
-import { BackendError } from "../kit/backend.ts";
-import { isTransient, ProxmoxApiError, serverTextOf } from "./errors.ts";
-import { type Backoff, pollUntil, pollWithin } from "../async/poll.ts";
-import { sleep } from "../async/sleep.ts";
+import { BackendError } from "../../kit/backend.ts";
+import { isTransient, ProxmoxApiError, serverTextOf } from "../api/errors.ts";
+import { type Backoff, pollUntil, pollWithin } from "../../async/poll.ts";
+import { sleep } from "../../async/sleep.ts";
 import { readStatus, vmPath, type VmRef } from "./vm.ts";
 
 export interface ExecResult {

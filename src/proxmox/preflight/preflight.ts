@@ -4,16 +4,16 @@
 // the client handed to every check refuses anything but GET. The command
 // (src/cli/preflight.ts) runs them and reports what they found.
 
-import type { Config, InstanceType, ProxmoxConfig } from "../config/types.ts";
-import { apiClientFor } from "./connect.ts";
-import { DEFAULT_TIMING, newContext, type ProxmoxContext, type Timing } from "./context.ts";
-import { ProxmoxApiError, TlsTrustError } from "./errors.ts";
-import type { ApiClient } from "./http.ts";
-import { parseTags } from "./naming.ts";
-import { clusterNodes } from "./nodes.ts";
-import { checkPrivileges, Permissions, sdnNeeds } from "./preflight_privileges.ts";
-import { type CheckResult, failed, gib, pass, plural, skipped, warn } from "./preflight_result.ts";
-import { checkTags } from "./preflight_tags.ts";
+import type { Config, InstanceType, ProxmoxConfig } from "../../config/types.ts";
+import { apiClientFor } from "../api/connect.ts";
+import { DEFAULT_TIMING, newContext, type ProxmoxContext, type Timing } from "../context.ts";
+import { ProxmoxApiError, TlsTrustError } from "../api/errors.ts";
+import type { ApiClient } from "../api/client.ts";
+import { parseTags } from "../naming.ts";
+import { clusterNodes } from "../cluster/nodes.ts";
+import { checkPrivileges, Permissions, sdnNeeds } from "./privileges.ts";
+import { type CheckResult, failed, gib, pass, plural, skipped, warn } from "./result.ts";
+import { checkTags } from "./tags.ts";
 import {
   auditAllNeed,
   type PathNeed,
@@ -22,7 +22,7 @@ import {
   storageNeed,
   templateNeed,
   templateOptionNeeds,
-} from "./privileges.ts";
+} from "./needs.ts";
 import {
   cloneBlocker,
   findTemplate,
@@ -31,9 +31,9 @@ import {
   TemplateProblem,
   type TemplateRef,
   templateVolumes,
-} from "./templates.ts";
-import { probeTrust } from "./tls.ts";
-import { isPermissionError, type VmConfig } from "./vm.ts";
+} from "../cluster/templates.ts";
+import { probeTrust } from "../api/tls.ts";
+import { isPermissionError, type VmConfig } from "../vm/vm.ts";
 
 export interface PreflightReport {
   results: CheckResult[];
