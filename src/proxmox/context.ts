@@ -19,6 +19,9 @@ export type ApiOp =
   | "Configure"
   | "Drain";
 
+/** Runs one step of an operation, timed and counted under `op` for the metrics. */
+export type Observed = <T>(op: ApiOp, fn: () => Promise<T>) => Promise<T>;
+
 /** Poll intervals and limits; tests shrink them, production uses the defaults. */
 export interface Timing {
   task: Backoff;
