@@ -5,57 +5,27 @@
 // saying whether the grant propagates; a privilege-separated token already
 // shows only what both it and its user hold).
 
-import type { ApiClient } from "../api/client.ts";
-import { type CheckResult, failed, pass, warn } from "./result.ts";
-import { agentPrivileges, nicSdnPaths, nicsOf, type PathNeed, sdnNeed } from "./needs.ts";
 import type { VmConfig } from "../vm/vm.ts";
+import {
+  agentPrivileges,
+  auditAllNeed,
+  nicSdnPaths,
+  nicsOf,
+  type PathNeed,
+  poolNeed,
+  sdnNeed,
+  storageNeed,
+  templateNeed,
+  templateOptionNeeds,
+} from "./needs.ts";
+import { type Permissions, toGranted } from "./permissions.ts";
+import { type CheckResult, errText, failed, pass, warn } from "./result.ts";
+import type { PreflightRun } from "./run.ts";
+import type { Demand } from "./storage.ts";
+import { type Found, pairs } from "./templates.ts";
 
 const CHECK = "privileges";
 const DOCS = "docs/credentials.md#privileges-and-why-each-is-needed";
-
-/** Privilege → propagate flag (1 or 0). */
-type Granted = Map<string, number>;
-
-/** The token's effective permissions, read once per path. */
-export class Permissions {
-  readonly #api: ApiClient;
-  readonly #signal: AbortSignal;
-  readonly #paths = new Map<string, Promise<Granted>>();
-  #tree: Promise<Record<string, unknown>> | null = null;
-
-  constructor(api: ApiClient, signal: AbortSignal) {
-    this.#api = api;
-    this.#signal = signal;
-  }
-
-  at(path: string): Promise<Granted> {
-    let p = this.#paths.get(path);
-    if (p === undefined) {
-      p = this.#api.get<Record<string, unknown>>("/access/permissions", { path }, this.#signal)
-        .then((data) => toGranted(data?.[path] ?? Object.values(data ?? {})[0]));
-      // A failed read is not kept: its callers get the error, the next call reads again.
-      p.catch(() => this.#paths.delete(path));
-      this.#paths.set(path, p);
-    }
-    return p;
-  }
-
-  /** Every path the token holds anything on (ACL paths, pool members, the top levels). */
-  tree(): Promise<Record<string, unknown>> {
-    return this.#tree ??= this.#api.get<Record<string, unknown>>(
-      "/access/permissions",
-      undefined,
-      this.#signal,
-    ).then((d) => d ?? {});
-  }
-}
-
-function toGranted(value: unknown): Granted {
-  const out: Granted = new Map();
-  if (value === null || typeof value !== "object") return out;
-  for (const [priv, flag] of Object.entries(value)) out.set(priv, Number(flag) ? 1 : 0);
-  return out;
-}
 
 /**
  * The SDN.Use needs of the templates' NICs (PVE 8+). A bridge is looked up
@@ -177,4 +147,42 @@ export async function checkPrivileges(
     }
   }
   return out;
+}
+
+/** Every privilege the provider will use, on every path it will use it. */
+export async function privilegeChecks(
+  run: PreflightRun,
+  found: readonly Found[],
+  demand: readonly Demand[],
+): Promise<CheckResult[]> {
+  const needs: PathNeed[] = [poolNeed(run.px.pool, run.major)];
+  if (run.px.pool !== "") needs.push(auditAllNeed());
+  const vmids = new Set<number>(found.map((f) => f.tmpl.vmid));
+  for (const p of pairs(run.cfg)) {
+    const src = p.type.template;
+    if (src.kind === "vmid") vmids.add(src.vmid);
+    if (src.kind === "per-zone" && src.vmids.has(p.zone)) vmids.add(src.vmids.get(p.zone)!);
+  }
+  for (const vmid of [...vmids].sort((a, b) => a - b)) needs.push(templateNeed(vmid));
+  // What the templates' own options make clone check (a host CD-ROM, mapped devices, ...).
+  for (const [vmid, config] of new Map(found.map((f) => [f.tmpl.vmid, f.tmpl.config]))) {
+    needs.push(...templateOptionNeeds(vmid, config));
+  }
+  for (const s of [...new Set(demand.map((d) => d.storage))].sort()) needs.push(storageNeed(s));
+  // SDN.Use on the NICs' bridges is checked by clone since PVE 8.
+  if (run.major >= 8) {
+    const configs = [...new Map(found.map((f) => [f.tmpl.vmid, f.tmpl.config])).values()];
+    needs.push(...await sdnNeeds(configs, run.perms));
+  }
+  try {
+    return await checkPrivileges(needs, run.perms, run.px.tokenId, run.major);
+  } catch (err) {
+    if (run.signal.aborted) throw err;
+    return [warn(
+      "privileges",
+      "",
+      `could not read the token's permissions (GET /access/permissions): ${errText(err)}`,
+      "check the privileges by hand against docs/credentials.md#privileges-and-why-each-is-needed",
+    )];
+  }
 }

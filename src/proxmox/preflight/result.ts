@@ -55,3 +55,11 @@ export function plural(n: number, word: string): string {
 export function gib(bytes: number): string {
   return `${Number((bytes / 1024 ** 3).toFixed(1))} GiB`;
 }
+
+/** An error as one line of a finding; a timeout or abort as "no answer in time". */
+export function errText(err: unknown): string {
+  if (err instanceof DOMException && (err.name === "TimeoutError" || err.name === "AbortError")) {
+    return "no answer in time";
+  }
+  return (err instanceof Error ? err.message : String(err)).split("\n")[0];
+}

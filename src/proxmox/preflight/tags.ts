@@ -12,8 +12,11 @@
 import { MACHINE_TAG_TOKEN } from "../../config/proxmox.ts";
 import { type DatacenterOptions, readDatacenterOptions } from "../cluster/datacenter.ts";
 import type { ApiClient } from "../api/client.ts";
-import type { Permissions } from "./privileges.ts";
+import type { Permissions } from "./permissions.ts";
 import { type CheckResult, pass, warn } from "./result.ts";
+import type { PreflightRun } from "./run.ts";
+import type { Found } from "./templates.ts";
+import { parseTags } from "../naming.ts";
 
 const CHECK = "tags";
 const DOCS = "docs/configuration.md#tags-and-the-tag-policy";
@@ -127,4 +130,10 @@ export async function checkTags(
     ? "lets the token set per-machine tags"
     : "is not asked for any tag";
   return pass(CHECK, subject, `${policy} ${setting}${staysNote}`);
+}
+
+/** The tags step: the configured tags, and the tags the found templates pass on to their clones. */
+export async function tagCheck(run: PreflightRun, found: readonly Found[]): Promise<CheckResult[]> {
+  const inherited = [...new Set(found.flatMap((f) => parseTags(f.tmpl.config.tags)))].sort();
+  return [await checkTags(run.api, run.perms, run.px.tags, inherited, run.signal)];
 }
