@@ -8,13 +8,8 @@ import { type Backend, BackendError } from "../kit/backend.ts";
 import { withDefaultTimeouts } from "../kit/timeouts.ts";
 import { createCreate } from "./create/create.ts";
 import { connectApi } from "./api/connect.ts";
-import {
-  DEFAULT_TIMING,
-  newContext,
-  type Observed,
-  type ProxmoxDeps,
-  type Timing,
-} from "./context.ts";
+import { DEFAULT_TIMING, type Timing } from "./timing.ts";
+import { newContext, type Observed, type ProxmoxDeps } from "./context.ts";
 import { describeManaged, type PveVm } from "./describe.ts";
 import { inspectVm } from "./inspect.ts";
 import { runBootstrap } from "./configure.ts";

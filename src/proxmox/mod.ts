@@ -2,7 +2,8 @@
 // runs against a cluster before it goes live (src/cli/preflight.ts reports them).
 
 export { createProxmoxBackend, type ProxmoxBackend } from "./backend.ts";
-export { type ApiOp, type ProxmoxDeps, type Timing } from "./context.ts";
+export type { ApiOp, ProxmoxDeps } from "./context.ts";
+export type { Timing } from "./timing.ts";
 export { TlsTrustError } from "./api/errors.ts";
 export {
   type PreflightOptions,

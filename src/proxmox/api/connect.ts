@@ -5,7 +5,7 @@
 
 import { getLogger } from "@logtape/logtape";
 import type { ProxmoxConfig } from "../../config/types.ts";
-import type { Timing } from "../context.ts";
+import type { Timing } from "../timing.ts";
 import { TlsTrustError } from "./errors.ts";
 import { type ApiClient, createApiClient } from "./client.ts";
 import { probeTrust } from "./tls.ts";

@@ -8,7 +8,7 @@ import type { ApiClient } from "../api/client.ts";
 import { apiClientFor } from "../api/connect.ts";
 import { ProxmoxApiError, TlsTrustError } from "../api/errors.ts";
 import { probeTrust } from "../api/tls.ts";
-import type { Timing } from "../context.ts";
+import type { Timing } from "../timing.ts";
 import { type CheckResult, errText, failed, pass, skipped } from "./result.ts";
 
 /** Checks after the connection, in the order they are printed. */

@@ -5,7 +5,7 @@
 // (src/cli/preflight.ts) runs them and reports what they found.
 
 import type { Config } from "../../config/types.ts";
-import { DEFAULT_TIMING, type Timing } from "../context.ts";
+import { DEFAULT_TIMING, type Timing } from "../timing.ts";
 import { connect } from "./connection.ts";
 import { hooksCheck } from "./hooks.ts";
 import { nodeChecks } from "./nodes.ts";

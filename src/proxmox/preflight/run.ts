@@ -6,7 +6,8 @@
 import type { Config, ProxmoxConfig } from "../../config/types.ts";
 import type { ApiClient } from "../api/client.ts";
 import { readStorages, type StorageInfo } from "../cluster/templates.ts";
-import { newContext, type ProxmoxContext, type Timing } from "../context.ts";
+import { newContext, type ProxmoxContext } from "../context.ts";
+import type { Timing } from "../timing.ts";
 import { Permissions } from "./permissions.ts";
 import { type CheckResult, errText, failed, skipped } from "./result.ts";
 

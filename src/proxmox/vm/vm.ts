@@ -6,7 +6,7 @@ import { getLogger } from "@logtape/logtape";
 import { BackendError } from "../../kit/backend.ts";
 import { isTransient, missingVerdict, ProxmoxApiError, serverTextOf } from "../api/errors.ts";
 import type { ApiClient, ReadOptions } from "../api/client.ts";
-import type { Timing } from "../context.ts";
+import type { Timing } from "../timing.ts";
 import { waitTask } from "../api/tasks.ts";
 import { pollUntil } from "../../async/poll.ts";
 
