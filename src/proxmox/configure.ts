@@ -5,9 +5,9 @@ import { getLogger } from "@logtape/logtape";
 import type { Config } from "../config/types.ts";
 import { BackendError } from "../kit/backend.ts";
 import { commandFailed, runCommand, writeGuestFile } from "./vm/agent.ts";
-import { type ProxmoxContext, vmOf } from "./context.ts";
+import type { ProxmoxContext } from "./context.ts";
+import { type VmAt, vmOf } from "./vm/vm.ts";
 import { isTransient } from "./api/errors.ts";
-import type { VmAt } from "./vm/vm.ts";
 
 /** Where the bootstrap goes in the guest and the hook that runs it. */
 export type BootstrapHook = Pick<Config, "bootstrapPath" | "bootstrapExec">;

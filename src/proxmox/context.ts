@@ -5,10 +5,9 @@ import type { Timeouts } from "../kit/timeouts.ts";
 import type { Timing } from "./timing.ts";
 import type { ApiClient } from "./api/client.ts";
 import { BackendMemory } from "./memory.ts";
-import { NodeOutages } from "./cluster/nodes.ts";
+import { NodeOutages } from "./outages.ts";
 import { TagPolicy } from "./tags.ts";
 import { MANAGED_TAG } from "./naming.ts";
-import type { VmAt, VmConfig, VmRef } from "./vm/vm.ts";
 
 export type ApiOp =
   | "CloneVM"
@@ -29,13 +28,6 @@ export interface ProxmoxDeps {
   timing?: Partial<Timing>;
   /** The kit's transition timeouts (default: the kit's defaults); waits in the guest end before them. */
   timeouts?: Partial<Timeouts>;
-}
-
-/** A VM found where it lives now, with the config read there. */
-export interface Located {
-  node: string;
-  vmid: number;
-  config: VmConfig;
 }
 
 /** The state one backend instance shares between its modules. */
@@ -81,9 +73,4 @@ export function newContext(
     leaked: opts.leaked ?? (() => {}),
     tags: new TagPolicy(opts.tags ?? [MANAGED_TAG]),
   };
-}
-
-/** The VM at `at`, reached through this backend's client. */
-export function vmOf(ctx: ProxmoxContext, at: VmAt): VmRef {
-  return { api: ctx.api, node: at.node, vmid: at.vmid };
 }

@@ -3,11 +3,7 @@
 
 import { getLogger } from "@logtape/logtape";
 import { BackendError, type HostedMachine } from "../kit/backend.ts";
-import { type ProxmoxContext, vmOf } from "./context.ts";
-import { followMove, ownedBy, requireHostRef } from "./vm/ownership.ts";
-import { isProtected, refusedForProtection, unprotect } from "./vm/protection.ts";
-import { destroyVm } from "./vm/destroy.ts";
-import { freeLeftovers } from "./vm/volumes.ts";
+import type { ProxmoxContext } from "./context.ts";
 import {
   DestroyStubError,
   isPermissionError,
@@ -15,8 +11,13 @@ import {
   readStatus,
   stopVm,
   type VmConfig,
+  vmOf,
   waitUnlocked,
 } from "./vm/vm.ts";
+import { followMove, ownedBy, requireHostRef } from "./vm/ownership.ts";
+import { isProtected, refusedForProtection, unprotect } from "./vm/protection.ts";
+import { destroyVm } from "./vm/destroy.ts";
+import { freeLeftovers } from "./vm/volumes.ts";
 
 const log = getLogger(["bigfleet", "proxmox"]);
 

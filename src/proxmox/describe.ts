@@ -4,17 +4,18 @@
 // the machine id last read from their marker), never a failed pass.
 
 import type { ManagedVm } from "../kit/backend.ts";
-import { type ProxmoxContext, vmOf } from "./context.ts";
-import { hostRefOf, MANAGED_TAG, ORPHAN_TYPE, parseMarker, parseTags } from "./naming.ts";
-import { isNodeUnreachable, offlineNodes } from "./cluster/nodes.ts";
-import { mapLimit } from "../async/limit.ts";
+import type { ProxmoxContext } from "./context.ts";
 import {
   isPermissionError,
   listResources,
   readConfig,
   type ResourceEntry,
   type VmConfig,
+  vmOf,
 } from "./vm/vm.ts";
+import { hostRefOf, MANAGED_TAG, ORPHAN_TYPE, parseMarker, parseTags } from "./naming.ts";
+import { isNodeUnreachable, offlineNodes } from "./cluster/nodes.ts";
+import { mapLimit } from "../async/limit.ts";
 
 /** A managed VM as the kit sees it, plus where it is and whether it runs. */
 export interface PveVm extends ManagedVm {

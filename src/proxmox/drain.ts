@@ -2,10 +2,10 @@
 
 import { getLogger } from "@logtape/logtape";
 import { commandFailed, runCommand } from "./vm/agent.ts";
-import { type ProxmoxContext, vmOf } from "./context.ts";
+import type { ProxmoxContext } from "./context.ts";
+import { type VmAt, vmOf } from "./vm/vm.ts";
 import { isTransient } from "./api/errors.ts";
 import { pollUntil } from "../async/poll.ts";
-import type { VmAt } from "./vm/vm.ts";
 
 const log = getLogger(["bigfleet", "proxmox"]);
 

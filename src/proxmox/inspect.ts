@@ -6,11 +6,11 @@
 import type { InstanceType } from "../config/types.ts";
 import type { HostInspection, InspectedMachine } from "../kit/backend.ts";
 import { waitForAgent } from "./vm/agent.ts";
-import { type ProxmoxContext, vmOf } from "./context.ts";
+import type { ProxmoxContext } from "./context.ts";
+import { readConfig, readStatus, type VmConfig, vmOf } from "./vm/vm.ts";
 import { describeManaged } from "./describe.ts";
 import { hostRefOf, parseHostRef } from "./naming.ts";
 import { ownedBy } from "./vm/ownership.ts";
-import { readConfig, readStatus, type VmConfig } from "./vm/vm.ts";
 
 /** How long an inspection waits for the guest agent's ping. */
 const AGENT_CHECK_MS = 10_000;

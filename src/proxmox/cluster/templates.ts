@@ -10,9 +10,9 @@ import { getLogger } from "@logtape/logtape";
 import type { InstanceType, TemplateSource } from "../../config/types.ts";
 import { BackendError } from "../../kit/backend.ts";
 import { agentEnabled } from "../vm/agent.ts";
-import { type ProxmoxContext, vmOf } from "../context.ts";
+import type { ProxmoxContext } from "../context.ts";
+import { isPermissionError, listResources, readConfig, type VmConfig, vmOf } from "../vm/vm.ts";
 import type { ApiClient } from "../api/client.ts";
-import { isPermissionError, listResources, readConfig, type VmConfig } from "../vm/vm.ts";
 
 const log = getLogger(["bigfleet", "proxmox"]);
 

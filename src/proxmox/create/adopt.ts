@@ -9,17 +9,18 @@ import { getLogger } from "@logtape/logtape";
 import { mapLimit } from "../../async/limit.ts";
 import { pollUntil } from "../../async/poll.ts";
 import { isNodeUnreachable, offlineNodes } from "../cluster/nodes.ts";
-import type { Located, ProxmoxContext } from "../context.ts";
-import { machineTag, parseMarker, parseTags, vmName } from "../naming.ts";
-import { relocate } from "../vm/ownership.ts";
 import {
   blockingLock,
   isPermissionError,
   listResources,
+  type Located,
   readConfig,
   type VmAt,
   type VmConfig,
 } from "../vm/vm.ts";
+import type { ProxmoxContext } from "../context.ts";
+import { machineTag, parseMarker, parseTags, vmName } from "../naming.ts";
+import { relocate } from "../vm/ownership.ts";
 
 const log = getLogger(["bigfleet", "proxmox"]);
 

@@ -12,8 +12,8 @@ import {
   TaskFailedError,
 } from "../api/errors.ts";
 import type { TemplateRef } from "../cluster/templates.ts";
-import { type Located, type ProxmoxContext, vmOf } from "../context.ts";
-import { readConfig, type VmAt } from "../vm/vm.ts";
+import { type Located, readConfig, type VmAt, vmOf } from "../vm/vm.ts";
+import type { ProxmoxContext } from "../context.ts";
 
 /** One clone attempt as it ended: the VM it made, or the VMID it tried and its error. */
 export type Attempt =

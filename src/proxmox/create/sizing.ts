@@ -6,9 +6,17 @@ import type { InstanceType } from "../../config/types.ts";
 import { BackendError, type SlotSpec } from "../../kit/backend.ts";
 import { sleep } from "../../async/sleep.ts";
 import { isTransient } from "../api/errors.ts";
-import { type Located, type ProxmoxContext, vmOf } from "../context.ts";
+import {
+  type Located,
+  type PendingView,
+  readPending,
+  stopVm,
+  type VmConfig,
+  vmOf,
+  vmPath,
+} from "../vm/vm.ts";
+import type { ProxmoxContext } from "../context.ts";
 import { buildDescription, parseMarker, parseTags } from "../naming.ts";
-import { type PendingView, readPending, stopVm, type VmConfig, vmPath } from "../vm/vm.ts";
 
 const log = getLogger(["bigfleet", "proxmox"]);
 

@@ -4,9 +4,17 @@
 
 import { getLogger } from "@logtape/logtape";
 import { BackendError, type HostedMachine } from "../../kit/backend.ts";
-import { type Located, type ProxmoxContext, vmOf } from "../context.ts";
+import {
+  isPermissionError,
+  listResources,
+  type Located,
+  readConfig,
+  type VmConfig,
+  vmOf,
+  waitUnlocked,
+} from "./vm.ts";
+import type { ProxmoxContext } from "../context.ts";
 import { machineTag, parseHostRef, parseMarker, parseTags } from "../naming.ts";
-import { isPermissionError, listResources, readConfig, type VmConfig, waitUnlocked } from "./vm.ts";
 
 const log = getLogger(["bigfleet", "proxmox"]);
 

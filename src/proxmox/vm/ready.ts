@@ -9,7 +9,8 @@ import { getLogger } from "@logtape/logtape";
 import type { ReadyGate } from "../../config/types.ts";
 import { BackendError } from "../../kit/backend.ts";
 import { describeExit, type ExecResult, runCommand, tail } from "./agent.ts";
-import { type Located, type ProxmoxContext, vmOf } from "../context.ts";
+import { type Located, vmOf } from "./vm.ts";
+import type { ProxmoxContext } from "../context.ts";
 import { isTransient, serverTextOf } from "../api/errors.ts";
 import { sleep } from "../../async/sleep.ts";
 

@@ -4,8 +4,8 @@
 import { getLogger } from "@logtape/logtape";
 import { BackendError } from "../../kit/backend.ts";
 import { agentEnabled, waitForAgent } from "./agent.ts";
-import { type ProxmoxContext, vmOf } from "../context.ts";
-import { readStatus, startVm, type VmAt, waitUnlocked } from "./vm.ts";
+import type { ProxmoxContext } from "../context.ts";
+import { readStatus, startVm, type VmAt, vmOf, waitUnlocked } from "./vm.ts";
 
 const log = getLogger(["bigfleet", "proxmox"]);
 

@@ -44,10 +44,22 @@ export interface VmAt {
 /**
  * One VM to act on: where it is and the client that reaches it. Every per-VM
  * read and action below takes one; the backend's steps, which hold the client
- * in their context, take a VmAt and make it with vmOf (context.ts).
+ * in their context, take a VmAt and make it with vmOf.
  */
 export interface VmRef extends VmAt {
   readonly api: ApiClient;
+}
+
+/** The VM at `at`, reached through this backend's client. */
+export function vmOf(ctx: { api: ApiClient }, at: VmAt): VmRef {
+  return { api: ctx.api, node: at.node, vmid: at.vmid };
+}
+
+/** A VM found where it lives now, with the config read there. */
+export interface Located {
+  node: string;
+  vmid: number;
+  config: VmConfig;
 }
 
 /** The API path of VM `vmid` on `node`; every per-VM call goes below it. */
