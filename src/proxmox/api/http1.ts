@@ -5,7 +5,20 @@
 
 import { Buffer } from "node:buffer";
 import { TransportError } from "./errors.ts";
-import type { RawRequest, RawResponse } from "./transport.ts";
+
+export interface RawRequest {
+  method: "GET" | "POST" | "PUT" | "DELETE";
+  url: URL;
+  headers: Record<string, string>;
+  body?: Uint8Array<ArrayBuffer>;
+}
+
+export interface RawResponse {
+  status: number;
+  /** The reason phrase (PVE puts its error text there). */
+  reason: string;
+  body: Uint8Array;
+}
 
 /** The request head (+ body) as written to the wire. */
 export function encodeRequest(req: RawRequest): Uint8Array {

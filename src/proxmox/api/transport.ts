@@ -9,22 +9,11 @@
 
 import type tls from "node:tls";
 import { TransportError } from "./errors.ts";
-import { encodeRequest, ResponseParser } from "./http1.ts";
+import { encodeRequest, type RawRequest, type RawResponse, ResponseParser } from "./http1.ts";
 import { connectVerified, type TrustMaterial } from "./tls.ts";
 
-export interface RawRequest {
-  method: "GET" | "POST" | "PUT" | "DELETE";
-  url: URL;
-  headers: Record<string, string>;
-  body?: Uint8Array<ArrayBuffer>;
-}
-
-export interface RawResponse {
-  status: number;
-  /** The reason phrase (PVE puts its error text there). */
-  reason: string;
-  body: Uint8Array;
-}
+// The message shapes are HTTP/1.1's (http1.ts); the layer above takes them from here.
+export type { RawRequest, RawResponse };
 
 export interface Transport {
   send(req: RawRequest, signal: AbortSignal): Promise<RawResponse>;
