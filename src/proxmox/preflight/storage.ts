@@ -1,8 +1,7 @@
 // The storage check of preflight: each storage the clones land on is active
 // and has room for every slot's disks.
 
-import type { StorageInfo } from "../cluster/templates.ts";
-import { templateVolumes } from "../cluster/templates.ts";
+import { type StorageInfo, templateVolumes } from "../cluster/templates.ts";
 import { isPermissionError } from "../vm/vm.ts";
 import { type CheckResult, errText, failed, gib, pass, plural, warn } from "./result.ts";
 import { guard, type PreflightRun } from "./run.ts";
