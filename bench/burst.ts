@@ -17,7 +17,7 @@ import { startKit } from "../src/kit/kit.ts";
 import { STATE_NAMES } from "../src/kit/model.ts";
 import { createMemoryStore } from "../src/kit/store.ts";
 import { createProxmoxBackend, type Timing } from "../src/proxmox/mod.ts";
-import { DEFAULT_TIMING } from "../src/proxmox/context.ts";
+import { DEFAULT_TIMING } from "../src/proxmox/timing.ts";
 import { REAL_TIMING, startSimulator } from "../tests/pvesim/mod.ts";
 import { configFor } from "../tests/proxmox/helpers.ts";
 

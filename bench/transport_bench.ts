@@ -5,7 +5,7 @@
 // `caCerts` (what CA mode used before; it also trusts the runtime's roots,
 // so it is here only as the baseline). Figures in bench/RESULTS.md.
 
-import { type RawRequest, verifiedTransport } from "../src/proxmox/transport.ts";
+import { type RawRequest, verifiedTransport } from "../src/proxmox/api/transport.ts";
 import { startSimulator } from "../tests/pvesim/mod.ts";
 
 const sim = await startSimulator();

@@ -3,7 +3,7 @@
 // the Helm chart's `helm test`. Every check is one PASS/WARN/FAIL/SKIP line
 // with its fix; exit 0 only when nothing FAILs. It only reads: nothing is
 // created, changed or deleted, and no listener or state file is opened.
-// The checks are the Proxmox backend's (src/proxmox/preflight.ts); this command
+// The checks are the Proxmox backend's (src/proxmox/preflight/); this command
 // runs them and reports what they found. Both load when it runs: serving never
 // needs them (docs/performance.md#what-loads-before-the-port-opens).
 

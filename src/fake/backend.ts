@@ -5,7 +5,7 @@
 // empties it while the state store remembers them): it simply takes them back.
 
 import type { Backend, ManagedVm } from "../kit/backend.ts";
-import { sleep } from "../kit/deadline.ts";
+import { sleep } from "../async/sleep.ts";
 
 export interface FakeOptions {
   delayMs: number;

@@ -12,7 +12,7 @@
 import { getLogger } from "@logtape/logtape";
 import type { Backend, HostedMachine, HostInspection } from "./backend.ts";
 import { Code, KitError } from "./errors.ts";
-import { DeadlineError, formatMs, withDeadline } from "./deadline.ts";
+import { DeadlineError, formatMs, withDeadline } from "../async/deadline.ts";
 import { createFenceTable } from "./fence.ts";
 import type { Token } from "./fence.ts";
 import { openFleet } from "./fleet.ts";

@@ -1,32 +1,27 @@
-// The Proxmox implementation of the kit's Backend (src/kit/backend.ts): connects,
-// then assembles the Backend from clone.ts (Create), ownership.ts,
-// lifecycle.ts and describe.ts, timing each step for the metrics.
+// The Proxmox implementation of the kit's Backend (src/kit/backend.ts):
+// connects, checks the nodes and templates once, then assembles the Backend
+// from one module per operation (create/, configure.ts, drain.ts, delete.ts,
+// describe.ts, inspect.ts), timing each step for the metrics.
 
-import { getLogger } from "@logtape/logtape";
 import type { Config } from "../config/types.ts";
-import { type Backend, BackendError, type SlotSpec } from "../kit/backend.ts";
+import { type Backend, BackendError } from "../kit/backend.ts";
 import { withDefaultTimeouts } from "../kit/timeouts.ts";
-import { createCloner } from "./clone.ts";
-import { connectApi } from "./connect.ts";
-import {
-  type ApiOp,
-  DEFAULT_TIMING,
-  type Located,
-  newContext,
-  type ProxmoxDeps,
-  type Timing,
-} from "./context.ts";
+import { createCreate } from "./create/create.ts";
+import { connectApi } from "./api/connect.ts";
+import { DEFAULT_TIMING, type Timing } from "./timing.ts";
+import { newContext, type Observed, type ProxmoxDeps } from "./context.ts";
 import { describeManaged, type PveVm } from "./describe.ts";
 import { inspectVm } from "./inspect.ts";
-import { deleteVm, drainNode, ensureRunning, runBootstrap } from "./lifecycle.ts";
-import { hostRefOf, parseHostRef } from "./naming.ts";
-import { locateOwned } from "./ownership.ts";
-import { checkNodes, type NodeCheck } from "./nodes.ts";
-import { readyDeadline, waitReady } from "./ready.ts";
-import { checkOfferingTemplates } from "./templates.ts";
-import { secondsSince } from "./util.ts";
-
-const log = getLogger(["bigfleet", "proxmox"]);
+import { runBootstrap } from "./configure.ts";
+import { deleteVm } from "./delete.ts";
+import { drainNode } from "./drain.ts";
+import { ensureRunning } from "./vm/running.ts";
+import { parseHostRef } from "./naming.ts";
+import { locateOwned } from "./vm/ownership.ts";
+import { checkNodes, type NodeCheck } from "./cluster/nodes.ts";
+import { readyDeadline, waitReady } from "./vm/ready.ts";
+import { checkOfferingTemplates } from "./cluster/templates.ts";
+import { secondsSince } from "../async/elapsed.ts";
 
 /** The Backend, describing VMs with their node, VMID and power state too. */
 export interface ProxmoxBackend extends Backend {
@@ -63,17 +58,11 @@ export async function createProxmoxBackend(
     ctx.api.close();
     throw err;
   }
-  const cloneOrAdopt = createCloner(ctx, {
-    pool: px.pool,
-    clonesPerStorage: px.clonesPerStorage,
-  });
   const { drain: drainTimeoutMs, configure: configureTimeoutMs } = withDefaultTimeouts(
     deps.timeouts,
   );
-  /** One Create per machine at a time inside this process; a second call joins the first. */
-  const creating = new Map<string, Promise<Located>>();
 
-  async function observed<T>(op: ApiOp, fn: () => Promise<T>): Promise<T> {
+  const observed: Observed = async (op, fn) => {
     const t0 = performance.now();
     let outcome: "ok" | "error" = "error";
     try {
@@ -87,37 +76,14 @@ export async function createProxmoxBackend(
         // Metrics must never break an operation.
       }
     }
-  }
+  };
 
-  /** Adopt or clone the machine's VM, then wait until it runs with its guest agent up. */
-  async function create(slot: SlotSpec, signal: AbortSignal): Promise<{ hostRef: string }> {
-    // Sizing and template come from the catalog entry of the slot's type.
-    const type = cfg.catalog.get(slot.instanceType);
-    if (type === undefined) {
-      throw new BackendError(`instance type ${slot.instanceType} is not in the catalog`);
-    }
-    const refused = nodes!.refusal(slot.zone);
-    if (refused !== null) throw new BackendError(`zone ${slot.zone}: ${refused}`);
-    let pending = creating.get(slot.machineId);
-    if (pending === undefined) {
-      pending = observed("CloneVM", () => cloneOrAdopt(slot, type, signal));
-      creating.set(slot.machineId, pending);
-      pending.then(
-        () => creating.delete(slot.machineId),
-        () => creating.delete(slot.machineId),
-      );
-    }
-    const loc = await pending;
-    ctx.known.set(loc.vmid, slot.machineId);
-    ctx.destroyed.delete(loc.vmid);
-    await observed("EnsureRunning", () => ensureRunning(ctx, loc, signal));
-    log.info("VM {vmid} on {node} is up for machine {machineId}", {
-      vmid: loc.vmid,
-      node: loc.node,
-      machineId: slot.machineId,
-    });
-    return { hostRef: hostRefOf(loc.node, loc.vmid) };
-  }
+  const create = createCreate(ctx, {
+    catalog: cfg.catalog,
+    nodes,
+    limits: { pool: px.pool, clonesPerStorage: px.clonesPerStorage },
+    observed,
+  });
 
   return {
     kind: "proxmox",
@@ -144,16 +110,9 @@ export async function createProxmoxBackend(
     delete: (machine, signal) =>
       observed("DeleteVM", async () => {
         await deleteVm(ctx, machine, signal);
-        // The VMID is free for anyone now: no longer "known" as this machine's.
+        // The VMID is free for anyone now: no longer known as this machine's.
         const ref = parseHostRef(machine.hostRef);
-        if (ref !== null && ctx.known.get(ref.vmid) === machine.machineId) {
-          ctx.known.delete(ref.vmid);
-        }
-        // Remembered only to tell a repeated Delete's 403 from a real refusal: keep the newest.
-        for (const id of ctx.destroyed.keys()) {
-          if (ctx.destroyed.size <= 10_000) break;
-          ctx.destroyed.delete(id);
-        }
+        if (ref !== null) ctx.memory.deleted(ref.vmid, machine.machineId);
       }),
     describe: (signal) => observed("DescribeManaged", () => describeManaged(ctx, signal)),
     inspect: (machine, signal) =>
@@ -162,7 +121,7 @@ export async function createProxmoxBackend(
         () => inspectVm(ctx, cfg.catalog.get(machine.instanceType), machine, signal),
       ),
     close() {
-      nodes!.stop();
+      nodes.stop();
       ctx.api.close();
       return Promise.resolve();
     },

@@ -1,13 +1,13 @@
-// What every part of the Proxmox backend shares: the metric operation names,
-// the timing knobs, and the context object handed to each module.
+// What every part of the Proxmox backend shares: the metric operation names
+// and the context object handed to each module (the timing knobs: timing.ts).
 
-import type { Backoff } from "../kit/deadline.ts";
 import type { Timeouts } from "../kit/timeouts.ts";
-import type { ApiClient } from "./http.ts";
-import { NodeOutages } from "./nodes.ts";
+import type { Timing } from "./timing.ts";
+import type { ApiClient } from "./api/client.ts";
+import { BackendMemory } from "./memory.ts";
+import { NodeOutages } from "./outages.ts";
 import { TagPolicy } from "./tags.ts";
 import { MANAGED_TAG } from "./naming.ts";
-import type { VmAt, VmConfig, VmRef } from "./vm.ts";
 
 export type ApiOp =
   | "CloneVM"
@@ -18,38 +18,8 @@ export type ApiOp =
   | "Configure"
   | "Drain";
 
-/** Poll intervals and limits; tests shrink them, production uses the defaults. */
-export interface Timing {
-  task: Backoff;
-  exec: Backoff;
-  agentPollMs: number;
-  /** After a start, the first ping waits this long (at most agentPollMs). */
-  agentFirstPollMs: number;
-  agentTimeoutMs: number;
-  /** Pause between readiness checks (each is an agent exec; pvedaemon has 3 workers per node). */
-  readyPollMs: number;
-  /** Poll interval while waiting for a lock or a state change. */
-  settleMs: number;
-  requestTimeoutMs: number;
-  readAttempts: number;
-  retryBaseMs: number;
-  /** Attempts for an action after ambiguous (596-type) failures. */
-  actionAttempts: number;
-  /** How long to look for a clone whose POST failed ambiguously (596). */
-  cloneSettleMs: number;
-  /** Clone attempts after lost VMID races. */
-  raceAttempts: number;
-  probeTimeoutMs: number;
-  /** Bound of the startup template check; what it cannot check by then is left to Create. */
-  startupCheckMs: number;
-  /** Frees tried per volume a destroy left behind, and the waits between them. */
-  volumeAttempts: number;
-  volumeRetry: Backoff;
-  /** How long a `lock: destroyed` stub may stay before it counts as a destroy that died. */
-  destroyedGraceMs: number;
-  /** Waits between checks of --nodes when the API did not answer at startup. */
-  nodeRecheck: Backoff;
-}
+/** Runs one step of an operation, timed and counted under `op` for the metrics. */
+export type Observed = <T>(op: ApiOp, fn: () => Promise<T>) => Promise<T>;
 
 export interface ProxmoxDeps {
   observe?: (op: ApiOp, outcome: "ok" | "error", seconds: number) => void;
@@ -58,13 +28,6 @@ export interface ProxmoxDeps {
   timing?: Partial<Timing>;
   /** The kit's transition timeouts (default: the kit's defaults); waits in the guest end before them. */
   timeouts?: Partial<Timeouts>;
-}
-
-/** A VM found where it lives now, with the config read there. */
-export interface Located {
-  node: string;
-  vmid: number;
-  config: VmConfig;
 }
 
 /** The state one backend instance shares between its modules. */
@@ -78,47 +41,15 @@ export interface ProxmoxContext {
   /** The configured nodes (the backend's zones). */
   nodes: string[];
   timing: Timing;
-  /** Clones this process started, vmid → machine id: recognisable before PVE writes the name. */
-  cloning: Map<number, string>;
-  /** The tasks of those clones: a running clone task of ours not in here is one we lost track of. */
-  cloneTasks: Set<string>;
-  /** vmid → machine id of every marker read so far: what a VM on a node that is down was. */
-  known: Map<number, string>;
+  /** What this backend remembers of the VMs it cloned, read and destroyed. */
+  memory: BackendMemory;
   /** Nodes found down, so each outage is logged once. */
   outages: NodeOutages;
-  /** vmid → machine id of VMs this process destroyed: a 403 on them afterwards means gone. */
-  destroyed: Map<number, string>;
   /** Reports a volume left behind for good. */
   leaked: (volid: string) => void;
   /** The tags VMs get, and which ones the datacenter's tag policy refuses. */
   tags: TagPolicy;
 }
-
-export const DEFAULT_TIMING: Timing = {
-  // A poll of a task's status is a short protected call; at most every second.
-  task: { initialMs: 200, maxMs: 1000 },
-  exec: { initialMs: 100, maxMs: 1000 },
-  // ≥ 3 s: a ping to a booting guest holds one of pvedaemon's 3 workers for 3 s.
-  agentPollMs: 3000,
-  // A guest up within half a second of its start is found at once; others every agentPollMs.
-  agentFirstPollMs: 500,
-  agentTimeoutMs: 300_000,
-  readyPollMs: 3000,
-  settleMs: 1000,
-  requestTimeoutMs: 60_000,
-  readAttempts: 4,
-  retryBaseMs: 500,
-  actionAttempts: 3,
-  cloneSettleMs: 10_000,
-  raceAttempts: 5,
-  probeTimeoutMs: 15_000,
-  startupCheckMs: 30_000,
-  volumeAttempts: 4,
-  // An RBD image stays watched ~30 s after a hard stop: 2.5 + 5 + 10 + 20 s of waits outlast it.
-  volumeRetry: { initialMs: 2_500, maxMs: 20_000, factor: 2 },
-  destroyedGraceMs: 60_000,
-  nodeRecheck: { initialMs: 5_000, maxMs: 60_000 },
-};
 
 /** The context of one backend (or preflight) run: nothing cloning, known or down yet. */
 export function newContext(
@@ -137,17 +68,9 @@ export function newContext(
     nodes: [...nodes],
     timing,
     taskUser: opts.taskUser ?? "",
-    cloning: new Map(),
-    cloneTasks: new Set(),
-    known: new Map(),
+    memory: new BackendMemory(),
     outages: new NodeOutages(),
-    destroyed: new Map(),
     leaked: opts.leaked ?? (() => {}),
     tags: new TagPolicy(opts.tags ?? [MANAGED_TAG]),
   };
-}
-
-/** The VM at `at`, reached through this backend's client. */
-export function vmOf(ctx: ProxmoxContext, at: VmAt): VmRef {
-  return { api: ctx.api, node: at.node, vmid: at.vmid };
 }

@@ -4,17 +4,18 @@
 // the machine id last read from their marker), never a failed pass.
 
 import type { ManagedVm } from "../kit/backend.ts";
-import { type ProxmoxContext, vmOf } from "./context.ts";
-import { hostRefOf, MANAGED_TAG, ORPHAN_TYPE, parseMarker, parseTags } from "./naming.ts";
-import { isNodeUnreachable, offlineNodes } from "./nodes.ts";
-import { mapLimit } from "./util.ts";
+import type { ProxmoxContext } from "./context.ts";
 import {
   isPermissionError,
   listResources,
   readConfig,
   type ResourceEntry,
   type VmConfig,
-} from "./vm.ts";
+  vmOf,
+} from "./vm/vm.ts";
+import { hostRefOf, MANAGED_TAG, ORPHAN_TYPE, parseMarker, parseTags } from "./naming.ts";
+import { isNodeUnreachable, offlineNodes } from "./cluster/nodes.ts";
+import { mapLimit } from "../async/limit.ts";
 
 /** A managed VM as the kit sees it, plus where it is and whether it runs. */
 export interface PveVm extends ManagedVm {
@@ -29,7 +30,7 @@ export async function describeManaged(
   ctx: ProxmoxContext,
   signal: AbortSignal,
 ): Promise<PveVm[]> {
-  const { api, cloning, known, outages } = ctx;
+  const { api, memory, outages } = ctx;
   const [listed, offline] = await Promise.all([
     listResources(api, signal),
     offlineNodes(api, signal),
@@ -40,8 +41,9 @@ export async function describeManaged(
   const entries = listed.filter((e) => {
     if (e.template === 1) return false;
     const tags = parseTags(e.tags);
-    return tags.includes(MANAGED_TAG) || e.lock === "clone" || cloning.has(e.vmid) ||
-      known.has(e.vmid) || (e.name ?? "").startsWith("bigfleet-");
+    return tags.includes(MANAGED_TAG) || e.lock === "clone" ||
+      memory.cloningFor(e.vmid) !== undefined ||
+      memory.knownAs(e.vmid) !== undefined || (e.name ?? "").startsWith("bigfleet-");
   });
   /** node → why it cannot be read this pass. */
   const down = new Map<string, string>([...offline].map((n) => [n, "offline in the cluster"]));
@@ -58,18 +60,17 @@ export async function describeManaged(
         // A 403 says nothing of the marker: a destroy under a pool-scoped
         // token drops the VMID's rights before its config goes, so a listing
         // read just before shows a VM we can no longer read.
-        else if (ctx.destroyed.has(e.vmid)) return null;
-        else if (known.has(e.vmid)) return fromListing(ctx, e, listedStatus(e));
+        else if (memory.didDestroy(e.vmid)) return null;
+        else if (memory.knownAs(e.vmid) !== undefined) return fromListing(ctx, e, listedStatus(e));
         else config = {};
       }
     }
     if (down.has(e.node)) return fromListing(ctx, e, "unknown");
     if (config === null || Number(config.template ?? 0) === 1) return null;
     const marker = parseMarker(config.description);
-    if (marker !== null) known.set(e.vmid, marker.machineId);
-    else known.delete(e.vmid);
+    memory.markerRead(e.vmid, marker?.machineId ?? null);
     const tagged = parseTags(config.tags ?? e.tags).includes(MANAGED_TAG);
-    const inflight = cloning.get(e.vmid);
+    const inflight = memory.cloningFor(e.vmid);
     // Unmarked, untagged VMs (a human's clone in flight) are not ours to report.
     if (marker === null && !tagged && inflight === undefined) return null;
     return {
@@ -79,8 +80,7 @@ export async function describeManaged(
     };
   });
   // A VMID that left the listing may come back as someone else's VM.
-  const ids = new Set(listed.map((e) => e.vmid));
-  for (const id of known.keys()) if (!ids.has(id)) known.delete(id);
+  memory.forgetUnlisted(new Set(listed.map((e) => e.vmid)));
   const working = new Set(listed.map((e) => e.node).filter((n) => !down.has(n)));
   outages.observe(down, working, "describe");
   return vms.filter((v): v is PveVm => v !== null);
@@ -96,7 +96,7 @@ function fromListing(
   e: ResourceEntry,
   status: PveVm["status"],
 ): PveVm | null {
-  const machineId = ctx.known.get(e.vmid) ?? ctx.cloning.get(e.vmid);
+  const machineId = ctx.memory.knownAs(e.vmid) ?? ctx.memory.cloningFor(e.vmid);
   if (machineId === undefined) return null;
   return { ...located(e, machineId), status, cloning: e.lock === "clone" };
 }

@@ -5,12 +5,12 @@
 
 import type { InstanceType } from "../config/types.ts";
 import type { HostInspection, InspectedMachine } from "../kit/backend.ts";
-import { waitForAgent } from "./agent.ts";
-import { type ProxmoxContext, vmOf } from "./context.ts";
+import { waitForAgent } from "./vm/agent.ts";
+import type { ProxmoxContext } from "./context.ts";
+import { readConfig, readStatus, type VmConfig, vmOf } from "./vm/vm.ts";
 import { describeManaged } from "./describe.ts";
 import { hostRefOf, parseHostRef } from "./naming.ts";
-import { ownedBy } from "./ownership.ts";
-import { readConfig, readStatus, type VmConfig } from "./vm.ts";
+import { ownedBy } from "./vm/ownership.ts";
 
 /** How long an inspection waits for the guest agent's ping. */
 const AGENT_CHECK_MS = 10_000;

@@ -10,7 +10,7 @@
 // (docs/proxmox-notes.md "Tag policy").
 
 import { getLogger } from "@logtape/logtape";
-import { ProxmoxApiError } from "./errors.ts";
+import { ProxmoxApiError } from "./api/errors.ts";
 import { resolveTags } from "./naming.ts";
 
 const log = getLogger(["bigfleet", "proxmox"]);

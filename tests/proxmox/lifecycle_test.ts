@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { BackendError } from "../../src/kit/backend.ts";
 import { DEFAULT_TIMEOUTS } from "../../src/kit/timeouts.ts";
-import { kubectlDrainTimeout } from "../../src/proxmox/lifecycle.ts";
+import { kubectlDrainTimeout } from "../../src/proxmox/drain.ts";
 import { rig, signal, slot, vmidOf } from "./helpers.ts";
 
 Deno.test("create clones, sizes, tags, starts and waits for the agent", async () => {

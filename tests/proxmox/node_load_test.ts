@@ -4,7 +4,7 @@
 // for everyone else, and pings a booting VM's agent at most every 3 s.
 
 import assert from "node:assert/strict";
-import { DEFAULT_TIMING } from "../../src/proxmox/context.ts";
+import { DEFAULT_TIMING } from "../../src/proxmox/timing.ts";
 import { FAST, rig, signal, slot } from "./helpers.ts";
 
 /** Booting guests whose agent pings hold a worker, and short calls in between. */

@@ -4,7 +4,7 @@
 
 import assert from "node:assert/strict";
 import { BackendError } from "../../src/kit/backend.ts";
-import { BUILTIN_READY_EXEC, readyDeadline } from "../../src/proxmox/ready.ts";
+import { BUILTIN_READY_EXEC, readyDeadline } from "../../src/proxmox/vm/ready.ts";
 import { rig, signal, slot } from "./helpers.ts";
 import type { ReadyGate } from "../../src/config/types.ts";
 

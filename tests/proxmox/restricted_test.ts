@@ -5,7 +5,7 @@
 
 import assert from "node:assert/strict";
 import { createProxmoxBackend } from "../../src/proxmox/mod.ts";
-import { agentEnabled } from "../../src/proxmox/agent.ts";
+import { agentEnabled } from "../../src/proxmox/vm/agent.ts";
 import { Api } from "../pvesim/testkit.ts";
 import { FAST, rig, signal, slot, vmidOf } from "./helpers.ts";
 

@@ -4,7 +4,7 @@
 
 import assert from "node:assert/strict";
 import { BackendError } from "../../src/kit/backend.ts";
-import { missingVerdict, TaskFailedError } from "../../src/proxmox/errors.ts";
+import { missingVerdict, TaskFailedError } from "../../src/proxmox/api/errors.ts";
 import { logLines, rig, signal, slot, vmidOf } from "./helpers.ts";
 
 Deno.test("delete with an offline image storage: retried without destroy-unreferenced-disks, VM gone", async () => {

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { normaliseFingerprint } from "../../src/config/proxmox.ts";
 import { createProxmoxBackend, TlsTrustError } from "../../src/proxmox/mod.ts";
-import { verifiedTransport } from "../../src/proxmox/transport.ts";
+import { verifiedTransport } from "../../src/proxmox/api/transport.ts";
 import { type Simulator, startSimulator } from "../pvesim/mod.ts";
 import {
   authed,

@@ -10,9 +10,9 @@
 // the retired tokens are no longer sent.
 
 import assert from "node:assert/strict";
-import { createApiClient } from "../../src/proxmox/http.ts";
-import { fileToken } from "../../src/proxmox/token_source.ts";
-import { verifiedTransport } from "../../src/proxmox/transport.ts";
+import { createApiClient } from "../../src/proxmox/api/client.ts";
+import { fileToken } from "../../src/proxmox/api/token_source.ts";
+import { verifiedTransport } from "../../src/proxmox/api/transport.ts";
 import { Harness, MachineState } from "../harness/mod.ts";
 import { startSimulator } from "../pvesim/mod.ts";
 import type { Simulator } from "../pvesim/mod.ts";

@@ -10,17 +10,17 @@ import {
   sanitizeId,
   vmName,
 } from "../../src/proxmox/naming.ts";
-import { isTaskSuccess, parseUpid } from "../../src/proxmox/tasks.ts";
+import { isTaskSuccess, parseUpid } from "../../src/proxmox/api/tasks.ts";
 import {
   agentEnabled,
   chunkSizeFor,
   decodeGuestOutput,
   tail,
   toBase64,
-} from "../../src/proxmox/agent.ts";
-import { errorFromResponse } from "../../src/proxmox/http.ts";
-import { ResponseParser } from "../../src/proxmox/http1.ts";
-import { isTransient, missingVerdict } from "../../src/proxmox/errors.ts";
+} from "../../src/proxmox/vm/agent.ts";
+import { errorFromResponse } from "../../src/proxmox/api/client.ts";
+import { ResponseParser } from "../../src/proxmox/api/http1.ts";
+import { isTransient, missingVerdict } from "../../src/proxmox/api/errors.ts";
 
 const enc = (s: string) => new TextEncoder().encode(s);
 

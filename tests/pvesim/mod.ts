@@ -1,7 +1,7 @@
 // Proxmox VE REST API simulator for tests: startSimulator() serves a
 // faithful subset of /api2/json over HTTPS (see README.md).
 
-import { BUILTIN_READY_EXEC } from "../../src/proxmox/ready.ts";
+import { BUILTIN_READY_EXEC } from "../../src/proxmox/vm/ready.ts";
 import { makeTestPki } from "./certs.ts";
 import { defaultFaults } from "./faults.ts";
 import type { Route, SimCore } from "./router.ts";

@@ -59,7 +59,7 @@ Deno.test("startup graph: serving loads grpc-js, protobufjs, prom-client and log
   const lazy = [
     "src/server/reflection_service.ts",
     "src/cli/machines_run.ts",
-    "src/proxmox/preflight.ts",
+    "src/proxmox/preflight/preflight.ts",
     "src/cli/preflight_report.ts",
     "src/cli/wire.ts",
     "src/proxmox/mod.ts",

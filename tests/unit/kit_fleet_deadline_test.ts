@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { createFleet } from "../../src/kit/fleet.ts";
-import { DeadlineError, formatMs, withDeadline } from "../../src/kit/deadline.ts";
+import { DeadlineError, formatMs, withDeadline } from "../../src/async/deadline.ts";
 import { State } from "../../src/kit/model.ts";
 import type { MachineRecord } from "../../src/kit/model.ts";
 import { encodeRevision } from "../../src/kit/revision.ts";

@@ -3,7 +3,7 @@
 // anything, whenever it is cut short.
 
 import assert from "node:assert/strict";
-import { pollWithin } from "../../src/kit/deadline.ts";
+import { pollWithin } from "../../src/async/poll.ts";
 import { openKvStore } from "../../src/kit/kv_store.ts";
 import { encodeRecord } from "../../src/kit/record_codec.ts";
 import type { MachineRecord } from "../../src/kit/model.ts";

@@ -3,7 +3,7 @@
 // measuring time.
 
 import assert from "node:assert/strict";
-import { pollUntil, pollWaits, pollWithin } from "../../src/kit/deadline.ts";
+import { pollUntil, pollWaits, pollWithin } from "../../src/async/poll.ts";
 
 function take(n: number, it: Iterator<number>): number[] {
   return Array.from({ length: n }, () => it.next().value);

@@ -1,0 +1,149 @@
+// Nodes that are down. pveproxy forwards every `/nodes/<node>/...` call to
+// that node; when it is down the call fails with 595 ("No route to host",
+// "Connection refused") or, after pveproxy's 30 s timeout, 596, with an empty
+// body. Cluster-wide calls (/cluster/resources, /nodes) keep working and show
+// the node `offline` and its guests `unknown` (docs/proxmox-notes.md).
+// One such node must not fail a whole describe pass, startup or a Create.
+
+import { getLogger } from "@logtape/logtape";
+import { BackendError } from "../../kit/backend.ts";
+import { type Backoff, pollWaits } from "../../async/poll.ts";
+import { sleep } from "../../async/sleep.ts";
+import { ProxmoxApiError } from "../api/errors.ts";
+import type { ApiClient } from "../api/client.ts";
+
+const log = getLogger(["bigfleet", "proxmox"]);
+
+/** AnyEvent::HTTP's statuses for "pveproxy could not reach the node". */
+const PROXY_FAILURES = new Set([595, 596, 597, 599]);
+
+/** Whether a per-node call failed because the node could not be reached. */
+export function isNodeUnreachable(err: unknown): boolean {
+  return err instanceof ProxmoxApiError && PROXY_FAILURES.has(err.status);
+}
+
+/**
+ * Nodes the cluster reports `offline` (GET /nodes, answered from corosync
+ * membership by the node we talk to). An error yields none: then per-node
+ * calls find out for themselves.
+ */
+export async function offlineNodes(api: ApiClient, signal: AbortSignal): Promise<Set<string>> {
+  let nodes: Map<string, string>;
+  try {
+    nodes = await clusterNodes(api, signal, 1);
+  } catch (err) {
+    if (signal.aborted) throw err;
+    log.debug("could not list node states: {error}", { error: (err as Error).message });
+    return new Set();
+  }
+  return new Set([...nodes].filter(([, status]) => status === "offline").map(([node]) => node));
+}
+
+/**
+ * Every node of the cluster and its status, from GET /nodes, which lists every
+ * cluster node to any token (docs/proxmox-notes.md#a-node-that-is-down); the
+ * status may read `unknown`.
+ */
+export async function clusterNodes(
+  api: ApiClient,
+  signal: AbortSignal,
+  attempts?: number,
+): Promise<Map<string, string>> {
+  const list = await api.get("/nodes", undefined, signal, attempts ? { attempts } : undefined);
+  const out = new Map<string, string>();
+  for (const n of Array.isArray(list) ? list : []) {
+    const e = n as Record<string, unknown>;
+    if (typeof e?.node === "string") out.set(e.node, String(e.status ?? "unknown"));
+  }
+  return out;
+}
+
+/** The startup check of --nodes: what a zone's Create must refuse (null: nothing). */
+export interface NodeCheck {
+  /** Why Creates in `zone` cannot work: a node --nodes names that the cluster does not have. */
+  refusal(zone: string): string | null;
+  /** Stop checking again (backend close). */
+  stop(): void;
+}
+
+/** One line naming the nodes of --nodes the cluster lacks and the nodes it has. */
+export function unknownNodesProblem(
+  configured: readonly string[],
+  cluster: ReadonlyMap<string, string>,
+): string | null {
+  const unknown = configured.filter((n) => !cluster.has(n));
+  if (unknown.length === 0) return null;
+  const names = unknown.map((n) => JSON.stringify(n)).join(", ");
+  const has = [...cluster.keys()].sort().join(", ") || "none the token can see";
+  return `${unknown.length === 1 ? "node" : "nodes"} ${names} in --nodes ${
+    unknown.length === 1 ? "is not a node" : "are not nodes"
+  } of this Proxmox cluster (it has ${has}): correct --nodes (chart: proxmox.nodes) to the names ` +
+    "`pvesh get /nodes` shows";
+}
+
+/**
+ * Checks that every node of `configured` is in the cluster. When the API
+ * answers, an unknown node is thrown (startup refuses). When it does not, a
+ * WARN says so and the check runs again in the background until it answers;
+ * an unknown node found then is an ERROR line, and the provider keeps serving
+ * its other zones while every Create in that zone fails with the same line as
+ * last_error (a restart would only stop the healthy zones and interrupt their
+ * transitions; the operator must fix --nodes and restart anyway).
+ */
+export async function checkNodes(
+  api: ApiClient,
+  configured: readonly string[],
+  signal: AbortSignal,
+  recheck: Backoff,
+): Promise<NodeCheck> {
+  let nodes: Map<string, string>;
+  try {
+    nodes = await clusterNodes(api, signal);
+  } catch (err) {
+    const why = (err as Error).message;
+    log.warn(
+      "could not list the cluster's nodes to check --nodes ({error}); checking again until the API answers",
+      { error: why },
+    );
+    return recheckNodes(api, configured, recheck);
+  }
+  const problem = unknownNodesProblem(configured, nodes);
+  if (problem !== null) throw new BackendError(problem);
+  return { refusal: () => null, stop() {} };
+}
+
+function recheckNodes(api: ApiClient, configured: readonly string[], every: Backoff): NodeCheck {
+  const ac = new AbortController();
+  let problem: string | null = null;
+  const unknown = new Set<string>();
+  (async () => {
+    for (const ms of pollWaits(every)) {
+      await sleep(ms, ac.signal);
+      let nodes: Map<string, string>;
+      try {
+        nodes = await clusterNodes(api, ac.signal, 1);
+      } catch (err) {
+        if (ac.signal.aborted) return;
+        log.debug("still cannot list the cluster's nodes: {error}", {
+          error: (err as Error).message,
+        });
+        continue;
+      }
+      problem = unknownNodesProblem(configured, nodes);
+      if (problem === null) {
+        log.info("--nodes checked: every node is in the cluster", { nodes: configured.join(",") });
+      } else {
+        for (const n of configured) if (!nodes.has(n)) unknown.add(n);
+        log.error(`${problem}; every Create in ${[...unknown].join(", ")} fails until then`, {
+          nodes: configured.join(","),
+        });
+      }
+      return;
+    }
+    // Every failure is handled in the loop; only stop()'s abort (of a sleep) ends it here.
+  })().catch(() => {});
+  return {
+    refusal: (zone) => (unknown.has(zone) ? problem : null),
+    stop: () => ac.abort(),
+  };
+}
