@@ -111,6 +111,7 @@ export async function startApp(config: Config, opts: AppOptions = {}): Promise<A
         kit: adminKit,
         metrics,
         openStore: (path) => openKvStore(path),
+        room: backend.room?.bind(backend) ?? null,
       }).catch((e) => {
         throw new Error(`--admin-socket ${JSON.stringify(config.adminSocket)}: ${e.message}`);
       });
@@ -126,6 +127,8 @@ export async function startApp(config: Config, opts: AppOptions = {}): Promise<A
 
   const counted = kit;
   metrics.watchFailed(() => counted.countFailed());
+  const roomOf = backend.room?.bind(backend);
+  if (roomOf) metrics.watchRoom(roomOf);
   const stopReconcile = startReconcileLoop(kit, config.reconcileIntervalMs, metrics);
   server.markServing();
   readiness.ready = true;

@@ -5,6 +5,7 @@
 import type { Slot } from "../kit/model.ts";
 import type { LogSettings } from "./logging.ts";
 import type { Offering } from "./offerings.ts";
+import type { RoomPolicy } from "./room.ts";
 
 /** A listen address. host "" means every interface. */
 export interface ListenAddr {
@@ -62,6 +63,8 @@ export interface ProxmoxConfig {
   callsPerNode: number;
   /** Clone tasks at once per node and storage (per storage when shared); 0: no limit. */
   clonesPerStorage: number;
+  /** How much of each node guests may hold (docs/configuration.md#node-capacity). */
+  room: RoomPolicy;
 }
 
 /** After the bootstrap hook, wait until the node is Ready (docs/configuration.md). */

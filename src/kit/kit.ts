@@ -67,6 +67,8 @@ interface CallOf {
 interface KindRule<C extends Call> {
   /** The kind's request checks: after the fence, before the machine is looked up. */
   check?(call: C): void;
+  /** The backend's admission of a legal start: a refusal leaves the machine as it is. */
+  admit?(m: MachineRecord): string | null;
   /** The machine as it enters its transitional state (given: state, op id, last_error cleared). */
   enter?(m: MachineRecord, call: C): MachineRecord;
   /** The backend's part, under the kind's timeout; resolves to what it learned about the machine. */
@@ -317,6 +319,9 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
 
   const RULES: { [K in OpKind]: KindRule<CallOf[K]> } = {
     create: {
+      // The zone may have no room for the machine now: RESOURCE_EXHAUSTED, still SPECULATIVE.
+      admit: (m) =>
+        backend.admit?.({ machineId: m.id, instanceType: m.instanceType, zone: m.zone }) ?? null,
       work: async (m, _call, opId, signal) => {
         // BigFleet facts only: the backend resolves sizing and source itself.
         const { hostRef } = await backend.create({
@@ -385,7 +390,7 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
   /**
    * The order every lifecycle call shares (docs/design.md#order-of-checks-and-idempotency):
    * empty id, fence, the kind's request checks, not-found, idempotent replay,
-   * position. On a legal start
+   * position, the backend's admission (Create). On a legal start
    * the machine enters its transitional state before this returns and the
    * kind's work starts under its timeout.
    */
@@ -409,6 +414,8 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
           (m.state === State.Failed ? " (FAILED is terminal)" : ""),
       );
     }
+    const refusal = rule.admit?.(m) ?? null;
+    if (refusal !== null) throw new KitError(Code.ResourceExhausted, refusal);
     const opId = `op-${bootId}-${++opCounter}`;
     const via: MachineRecord = {
       ...m,

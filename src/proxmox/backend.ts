@@ -22,6 +22,8 @@ import { checkNodes, type NodeCheck } from "./cluster/nodes.ts";
 import { readyDeadline, waitReady } from "./vm/ready.ts";
 import { checkOfferingTemplates } from "./cluster/templates.ts";
 import { secondsSince } from "../async/elapsed.ts";
+import { checkOfferingRoom, offeredTypes } from "./cluster/room_startup.ts";
+import { roomRefresher } from "./cluster/room_read.ts";
 
 /** The Backend, describing VMs with their node, VMID and power state too. */
 export interface ProxmoxBackend extends Backend {
@@ -45,6 +47,7 @@ export async function createProxmoxBackend(
         // Metrics must never break an operation.
       }
     },
+    room: { policy: px.room, catalog: cfg.catalog, offered: offeredTypes(cfg.offerings) },
   });
   // A node the cluster lacks, and a zone its template cannot reach, are refused now, not once per
   // Create (docs/troubleshooting.md#startup-failures-after-validation).
@@ -53,11 +56,13 @@ export async function createProxmoxBackend(
   try {
     nodes = await checkNodes(ctx.api, px.nodes, startup, timing.nodeRecheck);
     await checkOfferingTemplates(ctx, cfg.catalog, cfg.offerings, startup);
+    await checkOfferingRoom(ctx, cfg.catalog, cfg.offerings, startup);
   } catch (err) {
     nodes?.stop();
     ctx.api.close();
     throw err;
   }
+  ctx.room.setRefresher(roomRefresher(ctx));
   const { drain: drainTimeoutMs, configure: configureTimeoutMs } = withDefaultTimeouts(
     deps.timeouts,
   );
@@ -87,6 +92,13 @@ export async function createProxmoxBackend(
 
   return {
     kind: "proxmox",
+    admit(slot) {
+      const type = cfg.catalog.get(slot.instanceType);
+      // What Create refuses on its own (no such type or node) it refuses with its own words.
+      if (type === undefined || !px.nodes.includes(slot.zone)) return null;
+      return ctx.room.admit(slot.machineId, type, slot.zone);
+    },
+    room: () => ctx.room.report(),
     create,
     async configure(machine, spec, signal) {
       const started = Date.now();
@@ -112,7 +124,10 @@ export async function createProxmoxBackend(
         await deleteVm(ctx, machine, signal);
         // The VMID is free for anyone now: no longer known as this machine's.
         const ref = parseHostRef(machine.hostRef);
-        if (ref !== null) ctx.memory.deleted(ref.vmid, machine.machineId);
+        if (ref !== null) {
+          ctx.memory.deleted(ref.vmid, machine.machineId);
+          ctx.room.vmGone(ref.vmid);
+        }
       }),
     describe: (signal) => observed("DescribeManaged", () => describeManaged(ctx, signal)),
     inspect: (machine, signal) =>

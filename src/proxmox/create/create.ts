@@ -1,5 +1,5 @@
 // Create, as the sequence of steps it performs: (1) check the zone, (2) adopt
-// or clone the machine's VM, (3) size it, (4) have it running with its guest
+// or clone the machine's VM (a clone only into a node with room for it), (3) size it, (4) have it running with its guest
 // agent up, (5) answer its host ref. Each step is one call into the module
 // that does it (adopt.ts, clone.ts, sizing.ts, ../vm/running.ts); a new step
 // is a line here and a function beside the others.
@@ -40,29 +40,37 @@ export function createCreate(ctx: ProxmoxContext, deps: CreateDeps): Create {
   return async function create(slot, signal) {
     // 1. The zone: the type's catalog entry, and a zone found unusable refused at once.
     const type = checkZone(ctx, deps, slot);
-    // Steps 2 and 3 run once per machine at a time: a second Create of it joins the first.
-    const vm = await once.run(slot.machineId, () =>
-      observed("CloneVM", async () => {
-        // 2. The VM an earlier attempt made for the machine, or a clone of the zone's template.
-        const vm = await adoptOrClone(ctx, cloneNew, slot, type, signal);
-        // 3. Sizing, marker and tags. A running VM takes a new size only when it starts
-        //    again: such a VM is stopped here, and step 4 starts it.
-        const sized = await applySizing(ctx, vm, slot, type, signal);
-        if (sized.pendingUntilStart.length > 0) {
-          await stopToApplySizing(ctx, vm, sized, slot.machineId, signal);
-        }
-        return vm;
-      }));
-    ctx.memory.created(vm.vmid, slot.machineId);
-    // 4. Running, with its guest agent answering.
-    await observed("EnsureRunning", () => ensureRunning(ctx, vm, signal));
-    log.info("VM {vmid} on {node} is up for machine {machineId}", {
-      vmid: vm.vmid,
-      node: vm.node,
-      machineId: slot.machineId,
-    });
-    // 5. Where the VM is, for the kit to record.
-    return { hostRef: hostRefOf(vm.node, vm.vmid) };
+    // The type's room on the node is held from here (or from admission) until the Create ends.
+    ctx.room.hold(slot.machineId, type, slot.zone);
+    try {
+      // Steps 2 and 3 run once per machine at a time: a second Create of it joins the first.
+      const vm = await once.run(slot.machineId, () =>
+        observed("CloneVM", async () => {
+          // 2. The VM an earlier attempt made for the machine, or a clone of the zone's
+          //    template if the node still has room for it.
+          const vm = await adoptOrClone(ctx, cloneNew, slot, type, signal);
+          ctx.room.vmMade(slot.machineId, vm.vmid);
+          // 3. Sizing, marker and tags. A running VM takes a new size only when it starts
+          //    again: such a VM is stopped here, and step 4 starts it.
+          const sized = await applySizing(ctx, vm, slot, type, signal);
+          if (sized.pendingUntilStart.length > 0) {
+            await stopToApplySizing(ctx, vm, sized, slot.machineId, signal);
+          }
+          return vm;
+        }));
+      ctx.memory.created(vm.vmid, slot.machineId);
+      // 4. Running, with its guest agent answering.
+      await observed("EnsureRunning", () => ensureRunning(ctx, vm, signal));
+      log.info("VM {vmid} on {node} is up for machine {machineId}", {
+        vmid: vm.vmid,
+        node: vm.node,
+        machineId: slot.machineId,
+      });
+      // 5. Where the VM is, for the kit to record.
+      return { hostRef: hostRefOf(vm.node, vm.vmid) };
+    } finally {
+      ctx.room.createEnded(slot.machineId);
+    }
   };
 }
 
@@ -90,7 +98,13 @@ async function adoptOrClone(
   signal: AbortSignal,
 ): Promise<Located> {
   const existing = await findExisting(ctx, slot.machineId, signal);
-  if (existing === null) return await cloneNew(slot, type, signal);
+  if (existing === null) {
+    // The search's listing is the freshest there is: the node must still have room (a VM of
+    // someone else may have started since admission) and be online.
+    const refusal = ctx.room.recheck(slot.machineId, type, slot.zone);
+    if (refusal !== null) throw new BackendError(`${refusal}; nothing was cloned`);
+    return await cloneNew(slot, type, signal);
+  }
   log.info("adopting VM {vmid} on {node} already made for machine {machineId}", {
     vmid: existing.vmid,
     node: existing.node,

@@ -11,6 +11,7 @@ import { hooksCheck } from "./hooks.ts";
 import { nodeChecks } from "./nodes.ts";
 import { poolCheck } from "./pool.ts";
 import { privilegeChecks } from "./privileges.ts";
+import { roomChecks } from "./room.ts";
 import type { CheckResult } from "./result.ts";
 import { guard, openRun, type PreflightRun } from "./run.ts";
 import { storageChecks, storageDemand } from "./storage.ts";
@@ -66,11 +67,21 @@ async function checkCluster(run: PreflightRun): Promise<CheckResult[]> {
     "",
     () => privilegeChecks(run, found, [...demand.values()]),
   );
+  const room = await guard(run, "room", "", () => roomChecks(run));
   const tags = await guard(
     run,
     "tags",
     run.px.tags.join(",") || "(none)",
     () => tagCheck(run, found),
   );
-  return [...nodes, ...pool, ...privileges, ...tags, ...templates, ...storage, hooksCheck(run.cfg)];
+  return [
+    ...nodes,
+    ...pool,
+    ...privileges,
+    ...tags,
+    ...templates,
+    ...storage,
+    ...room,
+    hooksCheck(run.cfg),
+  ];
 }

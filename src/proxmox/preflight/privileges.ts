@@ -11,6 +11,7 @@ import {
   auditAllNeed,
   nicSdnPaths,
   nicsOf,
+  nodeAuditNeed,
   type PathNeed,
   poolNeed,
   sdnNeed,
@@ -156,6 +157,7 @@ export async function privilegeChecks(
   demand: readonly Demand[],
 ): Promise<CheckResult[]> {
   const needs: PathNeed[] = [poolNeed(run.px.pool, run.major)];
+  for (const node of run.px.nodes) needs.push(nodeAuditNeed(node));
   if (run.px.pool !== "") needs.push(auditAllNeed());
   const vmids = new Set<number>(found.map((f) => f.tmpl.vmid));
   for (const p of pairs(run.cfg)) {
