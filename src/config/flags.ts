@@ -5,6 +5,7 @@
 
 import { ConfigError } from "./types.ts";
 import { oneLine, quote } from "./errors.ts";
+import { ROOM_FLAGS } from "./room_flags.ts";
 
 export type FlagKind = "string" | "bool";
 
@@ -164,27 +165,7 @@ export const FLAG_TABLE = {
     arg: "N",
     help: "clone tasks at once per node and storage (a shared storage: per cluster; 0: no limit)",
   },
-  "proxmox-memory-overcommit": {
-    kind: "string",
-    default: "1.0",
-    topic: PROXMOX,
-    arg: "RATIO[,NODE=RATIO]",
-    help: "memory guests may hold: (node memory - reserve) x RATIO; per node with NODE=RATIO",
-  },
-  "proxmox-memory-reserve": {
-    kind: "string",
-    default: "2GiB",
-    topic: PROXMOX,
-    arg: "SIZE|PCT%[,NODE=...]",
-    help: "memory each node keeps for itself (e.g. 2GiB, 10%); per node with NODE=SIZE",
-  },
-  "proxmox-cpu-overcommit": {
-    kind: "string",
-    default: "4",
-    topic: PROXMOX,
-    arg: "RATIO[,NODE=RATIO]",
-    help: "vCPUs guests may hold per node CPU (0: no bound on the sum); per node with NODE=RATIO",
-  },
+  ...ROOM_FLAGS,
   "instance-types": {
     kind: "string",
     default: "",

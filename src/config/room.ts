@@ -6,6 +6,7 @@
 
 import { forFlag, quote } from "./errors.ts";
 import type { FlagValues } from "./flags.ts";
+import { ROOM_FLAGS } from "./room_flags.ts";
 
 /** What a node keeps for itself: a fixed size, or a share of its memory. */
 export type MemoryReserve = { mib: number } | { percent: number };
@@ -22,15 +23,15 @@ export interface NodePolicy {
 /** The policy of every node of --nodes. */
 export type RoomPolicy = ReadonlyMap<string, NodePolicy>;
 
-/** Built-in defaults, as the flag table shows them. */
+/** Built-in defaults: the flag table's. */
 export const ROOM_DEFAULTS = {
-  memoryOvercommit: "1.0",
-  memoryReserve: "2GiB",
-  cpuOvercommit: "4",
+  memoryOvercommit: ROOM_FLAGS["proxmox-memory-overcommit"].default,
+  memoryReserve: ROOM_FLAGS["proxmox-memory-reserve"].default,
+  cpuOvercommit: ROOM_FLAGS["proxmox-cpu-overcommit"].default,
 } as const;
 
 /** Each flag and the policy field it sets. */
-const ROOM_FLAGS = {
+const FLAG_FIELDS = {
   "proxmox-memory-overcommit": "memoryOvercommit",
   "proxmox-memory-reserve": "memoryReserve",
   "proxmox-cpu-overcommit": "cpuOvercommit",
@@ -103,13 +104,13 @@ function parseOverrides<T>(
 
 /** One flag resolved for every node: its override, else its default, else the built-in one. */
 function perNode<T>(
-  flag: keyof typeof ROOM_FLAGS,
+  flag: keyof typeof FLAG_FIELDS,
   text: string,
   nodes: readonly string[],
   parse: (v: string) => T,
 ): (node: string) => T {
   const { fallback, perNode } = forFlag(flag, () => parseOverrides(text, nodes, parse));
-  const base = fallback ?? parse(ROOM_DEFAULTS[ROOM_FLAGS[flag]]);
+  const base = fallback ?? parse(ROOM_DEFAULTS[FLAG_FIELDS[flag]]);
   return (node) => perNode.get(node) ?? base;
 }
 

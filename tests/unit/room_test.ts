@@ -222,7 +222,10 @@ Deno.test("room: an offline node, one without status and one the token cannot se
 Deno.test("room: before any listing admission holds and the check before the clone decides", () => {
   const f = fixture();
   assert.equal(f.room.admit("m1", SMALL, "pve1"), null);
-  assert.match(f.room.recheck("m1", SMALL, "pve1") ?? "", /reports no status/);
+  assert.match(
+    f.room.recheck("m1", SMALL, "pve1") ?? "",
+    /node list \(GET \/nodes\) could not be read/,
+  );
 });
 
 Deno.test("room: a refusal refreshes the listing once it is older than the refresh interval", async () => {

@@ -23,6 +23,7 @@ export type NodeCondition =
   | { kind: "offline" }
   | { kind: "unknown" }
   | { kind: "hidden" }
+  | { kind: "unread" }
   | null;
 
 /** What guests (and accepted Creates) hold on a node. */
@@ -56,7 +57,7 @@ export function capacityOf(figures: NodeFigures, policy: NodePolicy): Held {
   const reserve = "mib" in r ? r.mib : Math.ceil(figures.memoryMib * r.percent / 100);
   return {
     memoryMib: Math.max(0, Math.floor((figures.memoryMib - reserve) * policy.memoryOvercommit)),
-    vcpus: policy.cpuOvercommit === 0 ? Infinity : figures.cpus * policy.cpuOvercommit,
+    vcpus: policy.cpuOvercommit === 0 ? Infinity : Math.floor(figures.cpus * policy.cpuOvercommit),
   };
 }
 
@@ -85,6 +86,9 @@ export function conditionRefusal(node: string, c: NodeCondition): string | null 
     case "hidden":
       return `the API token cannot see node ${node}'s memory and CPUs: grant it Sys.Audit on ` +
         `/nodes/${node} (deploy/host-setup/setup-token.sh does)`;
+    case "unread":
+      return `the cluster's node list (GET /nodes) could not be read, so node ${node}'s room is ` +
+        "not known: nothing is cloned until it is";
   }
 }
 

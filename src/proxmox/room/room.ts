@@ -6,7 +6,8 @@
 //
 // - every VM of ours whatever its state (Configure and Drain start it),
 // - every other VM that is not stopped, and a stopped one HA keeps `started`
-//   or whose config says `onboot: 1` (read once per describe pass, counted.ts),
+//   or whose config says `onboot: 1` (read once per describe pass:
+//   ../cluster/room_read.ts),
 // - never a template;
 //
 // each at its configured memory (`maxmem`: a guest may grow to it) and vCPUs
@@ -198,7 +199,7 @@ export function createRoom(opts: RoomOptions): Room {
       if (held !== undefined && held.endedAt === null) return null;
       // Never listed yet: the check before the clone decides, on a fresh listing.
       if (nodes !== null) {
-        const refusal = fitRefusal(roomOf(zone), needOf(type));
+        const refusal = fitRefusal(roomOf(zone, machineId), needOf(type));
         if (refusal !== null) {
           refreshSoon();
           return `zone ${zone}: ${refusal}`;
@@ -209,9 +210,7 @@ export function createRoom(opts: RoomOptions): Room {
     },
     hold: holdOn,
     recheck(machineId, type, zone) {
-      if (nodes === null) {
-        return `zone ${zone}: ${conditionRefusal(zone, { kind: "unknown" })}`;
-      }
+      if (nodes === null) return `zone ${zone}: ${conditionRefusal(zone, { kind: "unread" })}`;
       const refusal = fitRefusal(roomOf(zone, machineId), needOf(type));
       return refusal === null ? null : `zone ${zone}: ${refusal}`;
     },
