@@ -79,14 +79,13 @@ export function countListing(guests: readonly ListedGuest[], hooks: CountHooks):
     if (g.template === 1 || hooks.gone(g.vmid)) continue;
     const reservation = hooks.reservationOf(g.vmid);
     if (reservation === undefined && !counts(g, hooks)) continue;
-    const held = { memoryMib: mibOf(g.maxmem ?? 0), vcpus: g.maxcpu ?? 0 };
-    if (reservation !== undefined) perReservation.set(reservation, held);
-    const sum = perNode.get(g.node);
-    if (sum === undefined) perNode.set(g.node, { ...held });
-    else {
-      sum.memoryMib += held.memoryMib;
-      sum.vcpus += held.vcpus;
-    }
+    const memoryMib = mibOf(g.maxmem ?? 0);
+    const vcpus = g.maxcpu ?? 0;
+    if (reservation !== undefined) perReservation.set(reservation, { memoryMib, vcpus });
+    let sum = perNode.get(g.node);
+    if (sum === undefined) perNode.set(g.node, sum = { memoryMib: 0, vcpus: 0 });
+    sum.memoryMib += memoryMib;
+    sum.vcpus += vcpus;
   }
   return { perNode, perReservation };
 }

@@ -187,8 +187,10 @@ export function createRoom(opts: RoomOptions): Room {
       for (const [id, r] of reservations) {
         if (r.endedAt !== null && listing.requestedAt >= r.endedAt + settleMs) drop(id);
       }
-      const listed = new Set(listing.guests.map((g) => g.vmid));
-      for (const vmid of onboot.keys()) if (!listed.has(vmid)) onboot.delete(vmid);
+      if (onboot.size > 0) {
+        const listed = new Set(listing.guests.map((g) => g.vmid));
+        for (const vmid of onboot.keys()) if (!listed.has(vmid)) onboot.delete(vmid);
+      }
       // A listing asked for after a destroy is the record again (the VMID may be reused).
       for (const [vmid, at] of gone) if (at <= listing.requestedAt) gone.delete(vmid);
       last = listing;
