@@ -9,7 +9,7 @@ import { createFakeBackend } from "./fake/backend.ts";
 import type { Backend } from "./kit/backend.ts";
 import { startKit } from "./kit/kit.ts";
 import type { Kit } from "./kit/kit.ts";
-import { openKvStore } from "./kit/kv_store.ts";
+import { openKvStore } from "./store/kv_store.ts";
 import { createMemoryStore } from "./kit/store.ts";
 import type { StateStore } from "./kit/store.ts";
 import { type Timeouts, withDefaultTimeouts } from "./kit/timeouts.ts";

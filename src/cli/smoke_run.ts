@@ -14,7 +14,7 @@ import { type Kit, startKit } from "../kit/kit.ts";
 import { DEFAULT_TIMEOUTS } from "../kit/timeouts.ts";
 import { EDGES, type MachineRecord, type OpKind, State, STATE_NAMES } from "../kit/model.ts";
 import type { Slot } from "../kit/model.ts";
-import { lockState, type StateLock } from "../kit/state_lock.ts";
+import { lockState, type StateLock } from "../store/state_lock.ts";
 import { createMemoryStore } from "../kit/store.ts";
 import { setupLogging } from "../server/log.ts";
 import { createMetrics } from "../server/metrics.ts";

@@ -6,7 +6,7 @@
 // - A base is a sequence of pages under ["b", base id, page, n], each page
 //   cut into values of at most VALUE_MAX_BYTES. A page is the JSON object
 //   {"d": dictionary, "m": machines, "f": fences}: records in the packed form
-//   of src/kit/record_codec.ts, fence marks as [shard, machine, epoch, seq]
+//   of src/store/record_codec.ts, fence marks as [shard, machine, epoch, seq]
 //   with the numbers as decimal strings.
 // - A base is written under a fresh id beside whatever is in use, in commits
 //   of ~BASE_COMMIT_BYTES (so lifecycle commits do not queue long behind
@@ -19,8 +19,8 @@ import { Buffer } from "node:buffer";
 import { commitAll, mutation, slices } from "./kv_commit.ts";
 import type { Mutation } from "./kv_commit.ts";
 import { BASE_KEY, baseKey } from "./kv_layout.ts";
-import type { FenceEntry } from "./store.ts";
-import type { MachineRecord } from "./model.ts";
+import type { FenceEntry } from "../kit/store.ts";
+import type { MachineRecord } from "../kit/model.ts";
 import { packer, unpacker } from "./record_codec.ts";
 
 /** Where a base lives and how many pages it has; the pointer to the current one holds this. */

@@ -16,7 +16,7 @@
 // What this module adds: a never-written file takes its first state as a
 // packed base (`writeFirst`, or the first batch handed over), all or nothing
 // by its pointer commit; every later batch is an overlay write. And the lock:
-// one provider per file (src/kit/state_lock.ts).
+// one provider per file (src/store/state_lock.ts).
 
 import { getLogger } from "@logtape/logtape";
 import { readBase, writeBase } from "./kv_base.ts";
@@ -39,10 +39,10 @@ import type { HandedState } from "./kv_pack.ts";
 import { createWriteQueue } from "./kv_queue.ts";
 import { recover } from "./kv_recover.ts";
 import { createRedoLog } from "./kv_redo.ts";
-import type { MachineRecord } from "./model.ts";
+import type { MachineRecord } from "../kit/model.ts";
 import { lockState } from "./state_lock.ts";
 import type { StateLock } from "./state_lock.ts";
-import type { FenceEntry, PersistedState, StateStore } from "./store.ts";
+import type { FenceEntry, PersistedState, StateStore } from "../kit/store.ts";
 
 const log = getLogger(["bigfleet", "state"]);
 
