@@ -8,7 +8,7 @@ import type { Config } from "./config/types.ts";
 import { createFakeBackend } from "./fake/backend.ts";
 import type { Backend } from "./kit/backend.ts";
 import { startKit } from "./kit/kit.ts";
-import type { Kit } from "./kit/kit.ts";
+import type { Kit, KitRpc } from "./kit/api.ts";
 import { openKvStore } from "./store/kv_store.ts";
 import { createMemoryStore } from "./kit/store.ts";
 import type { StateStore } from "./kit/store.ts";
@@ -33,7 +33,7 @@ export interface AppOptions {
   /** Metrics to record into; main.ts shares them with the crash guards. */
   metrics?: Metrics;
   /** Wraps the kit the server calls (tests inject throwing or slow kits). */
-  wrapKit?: (kit: Kit) => Kit;
+  wrapKit?: (kit: Kit) => KitRpc;
   /** How long stop() lets in-flight Get and List calls run before cutting them. */
   shutdownGraceMs?: number;
 }

@@ -1,5 +1,5 @@
 // Live capacity changes: a restart on an existing --state with changed
-// offerings applies them by the rules in src/kit/capacity.ts, through the
+// offerings applies them by the rules in src/kit/slot_changes.ts, through the
 // real provider process.
 
 import assert from "node:assert/strict";

@@ -7,7 +7,7 @@ import * as grpc from "@grpc/grpc-js";
 import { guardGoaway } from "../../src/cli/goaway_guard.ts";
 import { configureSync, resetSync } from "@logtape/logtape";
 import type { LogRecord } from "@logtape/logtape";
-import type { Kit } from "../../src/kit/kit.ts";
+import type { Kit } from "../../src/kit/api.ts";
 import { REPO_ROOT } from "../harness/process.ts";
 import { logLines, parseMetrics, RawClient, sample, startTestApp } from "./helpers.ts";
 

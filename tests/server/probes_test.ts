@@ -6,7 +6,7 @@ import * as grpc from "@grpc/grpc-js";
 import { guardGoaway } from "../../src/cli/goaway_guard.ts";
 import { createFakeBackend } from "../../src/fake/backend.ts";
 import type { Backend } from "../../src/kit/backend.ts";
-import type { Kit } from "../../src/kit/kit.ts";
+import type { Kit } from "../../src/kit/api.ts";
 import { freePort, startProvider } from "../harness/process.ts";
 import { Harness } from "../harness/mod.ts";
 import { httpGet, logLines, RawClient, startTestApp, waitFor } from "./helpers.ts";

@@ -8,7 +8,7 @@
 
 import assert from "node:assert/strict";
 import { Code, KitError } from "../../src/kit/errors.ts";
-import type { Ack } from "../../src/kit/kit.ts";
+import type { Ack } from "../../src/kit/api.ts";
 import { State, STATE_NAMES } from "../../src/kit/model.ts";
 import type { MachineRecord, Pairs } from "../../src/kit/model.ts";
 import { Rng } from "../harness/rand.ts";
