@@ -23,7 +23,7 @@ import {
   type ServingStatus,
 } from "../../src/server/health.ts";
 import { SERVICE } from "../../src/server/grpc.ts";
-import { fakeProviderArgs, startProvider } from "../harness/mod.ts";
+import { fakeProviderArgs, startProvider, waitForServing } from "../harness/mod.ts";
 
 const root = protobuf.loadSync(protoPath);
 const CheckRequest = root.lookupType("grpc.health.v1.HealthCheckRequest");
@@ -216,14 +216,9 @@ Deno.test("health: the provider serves it on --addr, SERVING once it serves", as
   const p = await startProvider({ args: fakeProviderArgs({ seed: 4 }) });
   const client = libraryClient(p.addr);
   try {
-    // The port accepts before the provider has marked itself serving.
-    const status = await check(client, SERVICE);
-    assert.ok(status === "SERVING" || status === "NOT_SERVING", status);
-    const deadline = Date.now() + 10_000;
-    while (await check(client, "") !== "SERVING") {
-      assert.ok(Date.now() < deadline, "never SERVING");
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    // Marked serving before the line is logged (src/app.ts): from the line on, SERVING.
+    await waitForServing(p);
+    assert.equal(await check(client, ""), "SERVING");
     assert.equal(await check(client, SERVICE), "SERVING");
     assert.deepEqual(await list(client), { "": "SERVING", [SERVICE]: "SERVING" });
     await assert.rejects(
