@@ -1,6 +1,6 @@
 // Assembles one provider from a validated Config: metrics and probes, backend,
 // state store, kit, gRPC listener and the reconcile loop. src/cli/serve.ts adds
-// the process's concerns (logging, signals, crash guards, exit codes); tests
+// the process's concerns (logging, signals, uncaught-error handlers, exit codes); tests
 // call startApp directly to inject a backend or wrap the kit.
 
 import { getLogger } from "@logtape/logtape";
@@ -16,8 +16,8 @@ import { startAdminServer } from "./server/admin.ts";
 import type { AdminServer } from "./server/admin.ts";
 import { startGrpcServer } from "./server/grpc.ts";
 import type { GrpcServer } from "./server/grpc.ts";
-import { startOpsServer } from "./server/http.ts";
-import type { OpsServer, Readiness } from "./server/http.ts";
+import { startOpsServer } from "./server/metrics_http.ts";
+import type { OpsServer, Readiness } from "./server/metrics_http.ts";
 import { createMetrics } from "./server/metrics.ts";
 import type { Metrics } from "./server/metrics.ts";
 import { createRpcObserver } from "./server/rpc_observer.ts";
@@ -29,7 +29,7 @@ export interface AppOptions {
   backend?: Backend;
   /** Transition timeouts in ms; defaults: docs/design.md#transitions-and-timeouts. */
   timeouts?: Partial<Timeouts>;
-  /** Metrics to record into; src/cli/serve.ts shares them with the crash guards. */
+  /** Metrics to record into; src/cli/serve.ts shares them with the uncaught-error handlers. */
   metrics?: Metrics;
   /** Wraps the kit the server calls (tests inject throwing or slow kits). */
   wrapKit?: (kit: Kit) => KitRpc;

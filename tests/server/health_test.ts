@@ -7,7 +7,7 @@
 
 import assert from "node:assert/strict";
 import * as grpc from "@grpc/grpc-js";
-import { guardGoaway } from "../../src/cli/goaway_guard.ts";
+import { withGoawayFilter } from "../../src/client/goaway_credentials.ts";
 import { serveGuarded } from "../harness/guarded_server.ts";
 import { protoPath, service as libraryHealth } from "grpc-health-check";
 import protobuf from "protobufjs";
@@ -84,7 +84,10 @@ type HealthClient = grpc.Client & {
 
 function libraryClient(addr: string): HealthClient {
   const Ctor = grpc.makeGenericClientConstructor(libraryHealth, "Health");
-  return new Ctor(addr, guardGoaway(grpc.credentials.createInsecure())) as unknown as HealthClient;
+  return new Ctor(
+    addr,
+    withGoawayFilter(grpc.credentials.createInsecure()),
+  ) as unknown as HealthClient;
 }
 
 function check(c: HealthClient, service: string): Promise<string> {

@@ -3,7 +3,7 @@
 
 import assert from "node:assert/strict";
 import * as grpc from "@grpc/grpc-js";
-import { guardGoaway } from "../../src/cli/goaway_guard.ts";
+import { withGoawayFilter } from "../../src/client/goaway_credentials.ts";
 import { createFakeBackend } from "../../src/fake/backend.ts";
 import type { Backend } from "../../src/kit/backend.ts";
 import type { Kit } from "../../src/kit/api.ts";
@@ -70,7 +70,7 @@ Deno.test("probes: healthz during boot, readyz 503 until serving, 503 from the s
 
   const client = new RawClient(
     `127.0.0.1:${app.grpcPort}`,
-    guardGoaway(grpc.credentials.createInsecure()),
+    withGoawayFilter(grpc.credentials.createInsecure()),
   );
   const listed = await client.call("List", {});
   assert.ok(listed.ok);
