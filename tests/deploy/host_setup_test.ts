@@ -3,21 +3,13 @@
 // that record every call (no Proxmox node needed).
 
 import assert from "node:assert/strict";
+import { ignoreWithout } from "../harness/tools.ts";
 import { ROOT } from "./helm_helpers.ts";
 import { rig, signal, slot } from "../proxmox/helpers.ts";
 import { aclOf, ROLES_PVE8, ROLES_PVE9, run, SECRET, SETUP, setupToken } from "./setup_token.ts";
 import { issueCert, makeCa } from "../pvesim/mod.ts";
 
 const SCRIPTS = [SETUP, `${ROOT}deploy/install-helm.sh`];
-
-function onPath(cmd: string): boolean {
-  try {
-    return new Deno.Command("sh", { args: ["-c", `command -v ${cmd}`], stdout: "null" })
-      .outputSync().success;
-  } catch {
-    return false;
-  }
-}
 
 Deno.test("host scripts: sh -n", async () => {
   for (const script of SCRIPTS) {
@@ -26,9 +18,11 @@ Deno.test("host scripts: sh -n", async () => {
   }
 });
 
+const SHELLCHECK_TEST = "host scripts: shellcheck -s sh";
+
 Deno.test({
-  name: "host scripts: shellcheck -s sh",
-  ignore: !onPath("shellcheck"),
+  name: SHELLCHECK_TEST,
+  ignore: ignoreWithout(SHELLCHECK_TEST, "shellcheck", "apt-get install shellcheck"),
   fn: async () => {
     for (const script of SCRIPTS) {
       const res = await run("shellcheck", ["-s", "sh", script]);
