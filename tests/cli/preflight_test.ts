@@ -174,7 +174,7 @@ Deno.test({
         /^PASS {2}template {4}pve\.large\/pve2: VM 9000 on pve1: .*; clones to pve2 \(every volume on shared storage\)$/,
         /^PASS {2}template {4}pve\.xlarge\/pve1: /,
         /^PASS {2}template {4}pve\.xlarge\/pve2: /,
-        /^PASS {2}storage {5}ceph-vm: 32 clones \(pve\.large\/pve1: 8, pve\.large\/pve2: 8, pve\.xlarge\/pve1: 8, pve\.xlarge\/pve2: 8\) need 640 GiB of disks; 974 GiB free$/,
+        /^PASS {2}storage {5}ceph-vm: 32 clones \(pve\.large\/pve1: 8, pve\.large\/pve2: 8, pve\.xlarge\/pve1: 8, pve\.xlarge\/pve2: 8\) need 640 GiB of disks; 954 GiB free$/,
         /^SKIP {2}hooks {7}\/bin\/sh \/run\/bigfleet-bootstrap: not checked: .*template never runs.*\. Fix: /,
       ];
       assert.equal(out.length, expect.length, t.stdout);
@@ -620,7 +620,7 @@ Deno.test({
       );
       assert.match(
         one(report, "storage", "local-lvm on pve1").message,
-        /^16 clones .* need 320 GiB of disks; 974 GiB free$/,
+        /^16 clones .* need 320 GiB of disks; 954 GiB free$/,
       );
       assert.equal(one(report, "storage", "local-lvm on pve2").status, "PASS");
       assert.equal(one(report, "privileges", "/vms/9001").status, "PASS");
@@ -634,7 +634,8 @@ Deno.test({
   async fn() {
     const storages = [
       { id: "local", type: "dir", content: "iso,vztmpl,backup,snippets" },
-      { id: "ceph-vm", type: "rbd", totalBytes: 100 * GIB, usedBytes: 40 * GIB },
+      // 20 GiB used by others and 20 GiB by the template's own disk: 60 GiB free.
+      { id: "ceph-vm", type: "rbd", totalBytes: 100 * GIB, usedBytes: 20 * GIB },
     ];
     await withRig({ storages }, async (r) => {
       // 20 GiB per clone (the template's scsi0), 60 GiB free.
