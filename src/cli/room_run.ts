@@ -4,8 +4,8 @@ import { oneLine } from "../config/errors.ts";
 import { ConfigError } from "../config/types.ts";
 import type { ZoneRoom } from "../kit/backend.ts";
 import type { AdminAnswer } from "../server/admin_wire.ts";
-import type { AdminFlagValues } from "./admin_flags.ts";
-import { adminCall, AdminFailure, adminTarget } from "./admin_client.ts";
+import { type AdminFlagValues, adminTarget } from "./admin_flags.ts";
+import { adminCall, AdminFailure } from "../client/admin_client.ts";
 import {
   type Context,
   EXIT_FAILURE,
