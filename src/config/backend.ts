@@ -111,9 +111,10 @@ export async function loadProxmox(f: FlagValues, readFile: ReadFile): Promise<Pr
       "proxmox-clones-per-storage",
       () => parseBound(f["proxmox-clones-per-storage"], 64),
     ),
-    vmidRange: f["proxmox-vmid-range"] === ""
-      ? null
-      : forFlag("proxmox-vmid-range", () => parseVmidRange(f["proxmox-vmid-range"])),
+    // Set only when given: absent means the datacenter's next-id range alone.
+    ...(f["proxmox-vmid-range"] === "" ? {} : {
+      vmidRange: forFlag("proxmox-vmid-range", () => parseVmidRange(f["proxmox-vmid-range"])),
+    }),
   };
 }
 

@@ -48,85 +48,127 @@ export function cloneDisks(type: InstanceType, zone: string, config: VmConfig): 
     });
 }
 
+/** What stands in the way of a clone the type asks for, and what to do about it. */
+export interface TargetFinding {
+  problem: string;
+  fix: string;
+}
+
 /**
  * Why a clone of `type` from `tmpl` into `zone` cannot be what the type
- * asks, as one line; null when it can, or when it cannot be told (the
+ * asks, with the fix; null when it can, or when it cannot be told (the
  * template's config or a storage the token cannot see).
  */
-export const cloneTargetProblem: TypeProblem = async (type, tmpl, zone, storages) => {
+export async function cloneTargetFinding(
+  type: InstanceType,
+  tmpl: TemplateRef,
+  zone: string,
+  storages: () => Promise<ReadonlyMap<string, StorageInfo>>,
+): Promise<TargetFinding | null> {
   const config = tmpl.config;
   if (config === null) return null;
-  const disk = diskProblem(type, tmpl, config);
+  const disk = diskFinding(type, tmpl, config);
   if (disk !== null) return disk;
-  if (type.clone === "linked") return linkedProblem(tmpl, config, await storages());
+  if (type.clone === "linked") return linkedFinding(tmpl, config, await storages());
   const target = storageFor(type, zone);
   if (target === null) return null;
-  return storageProblem(target, tmpl, zone, await storages());
+  return storageFinding(target, tmpl, zone, await storages());
+}
+
+/** The startup check's form: the finding as one line. */
+export const cloneTargetProblem: TypeProblem = async (type, tmpl, zone, storages) => {
+  const f = await cloneTargetFinding(type, tmpl, zone, storages);
+  return f === null ? null : `${f.problem}; ${f.fix}`;
 };
 
 /** A template boot disk larger than disk_gib (never shrunk), or no disk to grow. */
-function diskProblem(type: InstanceType, tmpl: TemplateRef, config: VmConfig): string | null {
+function diskFinding(
+  type: InstanceType,
+  tmpl: TemplateRef,
+  config: VmConfig,
+): TargetFinding | null {
   if (type.diskGib === undefined) return null;
   const boot = bootDisk(config);
   if (boot === null) {
-    return `template ${tmpl.vmid} has no disk to grow to disk_gib ${type.diskGib} of ` +
-      `${type.name}; give it a boot disk, or drop disk_gib`;
+    return {
+      problem:
+        `template ${tmpl.vmid} has no disk to grow to disk_gib ${type.diskGib} of ${type.name}`,
+      fix: "give the template a boot disk, or drop disk_gib",
+    };
   }
   const bytes = driveBytes(boot.value);
   if (bytes <= type.diskGib * GIB) return null;
   const have = Math.ceil(bytes / GIB);
-  return `template ${tmpl.vmid}'s boot disk ${boot.key} is ${have} GiB, larger than disk_gib ` +
-    `${type.diskGib} of ${type.name}, and Proxmox never shrinks a disk; raise disk_gib to at ` +
-    `least ${have}, or give the type a template with a smaller disk`;
+  return {
+    problem: `template ${tmpl.vmid}'s boot disk ${boot.key} is ${have} GiB, larger than ` +
+      `disk_gib ${type.diskGib} of ${type.name}, and Proxmox never shrinks a disk`,
+    fix: `raise disk_gib to at least ${have}, or give the type a template with a smaller disk`,
+  };
 }
 
 /** A target storage that does not exist for the token, holds no VM disks, or is not on the nodes. */
-function storageProblem(
+function storageFinding(
   id: string,
   tmpl: TemplateRef,
   zone: string,
   storages: ReadonlyMap<string, StorageInfo>,
-): string | null {
+): TargetFinding | null {
   const s = storages.get(id);
   if (s === undefined) {
-    return `storage '${id}' is not in storage.cfg, or the token holds neither Datastore.Audit ` +
-      `nor Datastore.AllocateSpace on it: create it, or grant them (setup-token.sh --storages ${id})`;
+    return {
+      problem: `storage '${id}' is not in storage.cfg, or the token holds neither ` +
+        "Datastore.Audit nor Datastore.AllocateSpace on it",
+      fix: `create it, or grant them (setup-token.sh --storages ${id})`,
+    };
   }
   if (s.content !== undefined && !s.content.includes("images")) {
-    return `storage '${id}' does not hold VM disks (its content is ${s.content.join(",")}): ` +
-      `add images (pvesm set ${id} --content images,…) or name another storage`;
+    return {
+      problem: `storage '${id}' does not hold VM disks (its content is ${s.content.join(",")})`,
+      fix: `add images to it (pvesm set ${id} --content images,…) or name another storage`,
+    };
   }
   for (const node of new Set([tmpl.node, zone])) {
     if (s.nodes !== undefined && !s.nodes.includes(node)) {
-      return `storage '${id}' is not available on ${node} (its nodes: ${s.nodes.join(",")}), ` +
-        `where ${node === tmpl.node ? `template ${tmpl.vmid} is cloned` : "the clone lives"}`;
+      const there = node === tmpl.node ? `template ${tmpl.vmid} is cloned` : "the clone lives";
+      return {
+        problem: `storage '${id}' is not available on ${node} (its nodes: ${s.nodes.join(",")}), ` +
+          `where ${there}`,
+        fix: `enable it on ${node} (Datacenter > Storage > ${id} > Nodes) or name another storage`,
+      };
     }
   }
   if (zone !== tmpl.node && !s.shared) {
-    return `storage '${id}' is not shared, and template ${tmpl.vmid} on ${tmpl.node} is cloned ` +
-      `to ${zone} (a clone to another node goes to shared storage only): name a shared ` +
-      `storage, or give ${zone} a template of its own`;
+    return {
+      problem: `storage '${id}' is not shared, and template ${tmpl.vmid} on ${tmpl.node} is ` +
+        `cloned to ${zone} (a clone to another node goes to shared storage only)`,
+      fix: `name a shared storage for ${zone}, or give ${zone} a template of its own`,
+    };
   }
   return null;
 }
 
 /** A linked clone needs a template whose disks are on storage that clones volumes. */
-function linkedProblem(
+function linkedFinding(
   tmpl: TemplateRef,
   config: VmConfig,
   storages: ReadonlyMap<string, StorageInfo>,
-): string | null {
+): TargetFinding | null {
   if (Number(config.template ?? 0) !== 1) {
-    return `clone "linked" needs a template, and VM ${tmpl.vmid} is not one (qm template ` +
-      `${tmpl.vmid}), or use clone "full"`;
+    return {
+      problem: `clone "linked" needs a template, and VM ${tmpl.vmid} is not one`,
+      fix: `convert it (qm template ${tmpl.vmid}), or use clone "full"`,
+    };
   }
   for (const v of templateVolumes(config)) {
     if (isCdrom(config[v.key]) || v.storage === null) continue;
     const type = storages.get(v.storage)?.type;
     if (type !== undefined && NO_LINKED.has(type)) {
-      return `clone "linked" needs storage that can clone volumes: template ${tmpl.vmid}'s ` +
-        `${v.key} is on '${v.storage}' (${type}), which cannot; use clone "full", or keep the ` +
-        `template on LVM-thin, ZFS, Ceph RBD or a directory storage`;
+      return {
+        problem: `clone "linked" needs storage that can clone volumes: template ${tmpl.vmid}'s ` +
+          `${v.key} is on '${v.storage}' (${type}), which cannot`,
+        fix: 'use clone "full", or keep the template on LVM-thin, ZFS, Ceph RBD or a directory ' +
+          "storage",
+      };
     }
   }
   return null;

@@ -129,3 +129,12 @@ export function explainAgentError(vmid: number, err: unknown): BackendError | nu
   }
   return null;
 }
+
+/** The fix in the guest for an error explainAgentError or assertBootstrapAllowed worded; else null. */
+export function guestFix(message: string): string | null {
+  if (/the guest agent of VM \d+ (refuses|does not offer) /.test(message)) {
+    return /refuses /.test(message) ? ALLOW_COMMANDS_FIX : "install a newer qemu-guest-agent in " +
+      "the template";
+  }
+  return /the guest of VM \d+ cannot run /.test(message) ? MISSING_PROGRAM_FIX : null;
+}
