@@ -84,6 +84,14 @@ function sent(sim: Simulator, method: string, path: RegExp): Record<string, unkn
 
 const SMALL = { vcpu: 2, memory_mib: 2048 };
 
+/** The built-in pve.small, for the backend in-process: the tests add the fields they try. */
+const SMALL_TYPE: InstanceType = {
+  name: "pve.small",
+  vcpu: 2,
+  memoryMib: 4096,
+  template: DEFAULT_TEMPLATE,
+};
+
 Deno.test({
   ...T,
   name: "disk_gib: the clone's boot disk is grown to the type's size with PUT …/resize",
@@ -297,14 +305,7 @@ Deno.test({
   ...T,
   name: "a retry adopts the VM as it is: no second resize, NIC change or stop",
   async fn() {
-    const type: InstanceType = {
-      name: "pve.small",
-      vcpu: 2,
-      memoryMib: 4096,
-      template: DEFAULT_TEMPLATE,
-      diskGib: 32,
-      network: { bridge: "vmbr1", tag: 7 },
-    };
+    const type: InstanceType = { ...SMALL_TYPE, diskGib: 32, network: { bridge: "vmbr1", tag: 7 } };
     const catalog = new Map([["pve.small", type]]);
     await using r = await rig({ bridges: { vmbr0: 1500, vmbr1: 1500 } }, {}, {}, { catalog });
     const s = slot("pve1");
@@ -321,5 +322,35 @@ Deno.test({
     assert.match(String(vm.config.scsi0), /size=32G$/);
     assert.match(String(vm.config.net0), /,bridge=vmbr1,tag=7$/);
     assert.equal(vm.status, "running");
+  },
+});
+
+Deno.test({
+  ...T,
+  name:
+    "an adopted running VM short of the type: its disk grown live with no stop; a pending NIC stops and starts it once",
+  async fn() {
+    const type: InstanceType = { ...SMALL_TYPE, diskGib: 32, network: { bridge: "vmbr1" } };
+    const catalog = new Map([["pve.small", type]]);
+    await using r = await rig({ bridges: { vmbr0: 1500, vmbr1: 1500 } }, {}, {}, { catalog });
+    const s = slot("pve1");
+    const vmid = vmidOf((await r.backend.create(s, signal())).hostRef);
+    const powered = (from: number) =>
+      r.sim.requests.slice(from).filter((q) => /\/status\/(start|stop)$/.test(q.path))
+        .map((q) => q.path.split("/").at(-1));
+    // As if the disk had not been grown yet: the retry grows it, the VM keeps running.
+    r.sim.editConfig(vmid, { scsi0: `ceph-vm:vm-${vmid}-disk-0,size=20G` });
+    let before = r.sim.requests.length;
+    await r.backend.create(s, signal());
+    assert.match(String(r.sim.vm(vmid)!.config.scsi0), /size=32G$/);
+    assert.deepEqual(powered(before), [], "a disk is grown on the running VM");
+    // A NIC not yet on the type's bridge: a running VM holds the change pending until it starts.
+    const mac = /virtio=([^,]+)/.exec(String(r.sim.vm(vmid)!.config.net0))![1];
+    r.sim.editConfig(vmid, { net0: `virtio=${mac},bridge=vmbr0` });
+    before = r.sim.requests.length;
+    await r.backend.create(s, signal());
+    assert.deepEqual(powered(before), ["stop", "start"]);
+    assert.equal(r.sim.vm(vmid)!.config.net0, `virtio=${mac},bridge=vmbr1`);
+    assert.equal(r.sim.vm(vmid)!.status, "running");
   },
 });

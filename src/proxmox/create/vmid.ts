@@ -20,6 +20,13 @@ const LOST_RACE_MS = 60_000;
 /** How long the datacenter's next-id range is used before it is read again. */
 const RANGE_MAX_AGE_MS = 60_000;
 
+/**
+ * How long the cluster's VMID listing (read when nextid answers below
+ * --proxmox-vmid-range) serves a burst of Creates: every pick is confirmed
+ * with `nextid?vmid=` anyway, so a stale listing costs only a retry.
+ */
+const LISTING_MAX_AGE_MS = 10_000;
+
 export interface VmidAllocator {
   /** A free VMID that nobody else in this process clones into until it is released. */
   reserve(signal: AbortSignal): Promise<number>;
@@ -37,6 +44,15 @@ export function createVmidAllocator(api: ApiClient, own: VmidRange | null): Vmid
   const lostRace = new Map<number, number>();
   /** The datacenter's next-id range, read again at most once a minute. */
   let range: { lower: number; upper: number; at: number } | null = null;
+  /** VMIDs the cluster listed (and ones found taken since), for searches below nextid's answer. */
+  let listing: { ids: Set<number>; at: number } | null = null;
+
+  async function taken(signal: AbortSignal): Promise<Set<number>> {
+    if (listing === null || Date.now() - listing.at > LISTING_MAX_AGE_MS) {
+      listing = { ids: await listedVmids(api, signal), at: Date.now() };
+    }
+    return listing.ids;
+  }
 
   async function vmidRange(signal: AbortSignal): Promise<{ lower: number; upper: number }> {
     if (range !== null && Date.now() - range.at < RANGE_MAX_AGE_MS) return range;
@@ -78,7 +94,7 @@ export function createVmidAllocator(api: ApiClient, own: VmidRange | null): Vmid
     const { lower, upper } = intersect(datacenter, own);
     const free = parse(await api.get("/cluster/nextid", undefined, signal));
     // Below our range nextid's answer says nothing of it: skip what the cluster lists there.
-    const listed = free < lower ? await listedVmids(api, signal) : new Set<number>();
+    const listed = free < lower ? await taken(signal) : new Set<number>();
     let id = Math.max(free, lower);
     for (let tries = 0; tries < 10_000 && id < upper; id++) {
       if (reserved.has(id) || lostRace.has(id) || listed.has(id)) continue;
@@ -89,6 +105,7 @@ export function createVmidAllocator(api: ApiClient, own: VmidRange | null): Vmid
       } catch (err) {
         // 400: that VMID is taken; try the next one.
         if (!(err instanceof ProxmoxApiError && err.status === 400)) throw err;
+        listed.add(id);
       }
     }
     const mine = own === null ? "" : ` and --proxmox-vmid-range ${rangeText(own)}`;
@@ -106,6 +123,8 @@ export function createVmidAllocator(api: ApiClient, own: VmidRange | null): Vmid
       mutex.run(async () => {
         const id = await allocateVmid(signal);
         reserved.add(id);
+        // Soon a VM (or someone else's, if we lose the race): the listing need not offer it again.
+        listing?.ids.add(id);
         return id;
       }),
     release: (vmid) => void reserved.delete(vmid),
