@@ -354,3 +354,18 @@ Deno.test({
     assert.equal(r.sim.vm(vmid)!.status, "running");
   },
 });
+
+Deno.test({
+  ...T,
+  name: "--proxmox-vmid-range used up: Create fails naming both ranges and what to widen",
+  async fn() {
+    await using r = await rig({}, { vmidRange: { lower: 20000, upper: 20001 } });
+    await r.backend.create(slot("pve1"), signal());
+    const err = await r.backend.create(slot("pve1"), signal()).then(() => null, (e) => e);
+    assert.match(
+      String(err),
+      /no free VMID in \[20000, 20001\), where the datacenter's next-id range 100-999999 and --proxmox-vmid-range 20000-20000 meet, beyond the 0 this provider is cloning into; widen --proxmox-vmid-range or the next-id range/,
+    );
+    assert.equal(r.sim.vms().filter((vm) => !vm.config.template).length, 1);
+  },
+});

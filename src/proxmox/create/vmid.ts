@@ -108,12 +108,14 @@ export function createVmidAllocator(api: ApiClient, own: VmidRange | null): Vmid
         listed.add(id);
       }
     }
-    const mine = own === null ? "" : ` and --proxmox-vmid-range ${rangeText(own)}`;
+    const where = own === null
+      ? `the datacenter's next-id range [${lower}, ${upper})`
+      : `[${lower}, ${upper}), where the datacenter's next-id range ${rangeText(datacenter)} ` +
+        `and --proxmox-vmid-range ${rangeText(own)} meet,`;
     throw new BackendError(
-      `no free VMID in [${lower}, ${upper}) (the datacenter's next-id range ` +
-        `${rangeText(datacenter)}${mine}) beyond the ${reserved.size} this provider is ` +
-        `cloning into; widen ${own === null ? "the next-id range" : "--proxmox-vmid-range"} ` +
-        `(Datacenter > Options > Next Free VMID Range) or wait for clones to finish`,
+      `no free VMID in ${where} beyond the ${reserved.size} this provider is cloning into; ` +
+        `widen ${own === null ? "it" : "--proxmox-vmid-range or the next-id range"} ` +
+        "(Datacenter > Options > Next Free VMID Range) or wait for clones to finish",
     );
   }
 

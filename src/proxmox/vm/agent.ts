@@ -198,9 +198,10 @@ export async function writeGuestFile(
     execTiming,
     signal,
   ).catch(async (err) => {
-    // The guest could not even start the shell (it has none): no rm can run, so the parts,
-    // which hold the secret, are overwritten in place instead.
-    if (!signal.aborted) await wipeGuestFiles(vm, parts, signal);
+    // Refused outright, so nothing ran (a guest without a shell): no rm can run either, so the
+    // parts, which hold the secret, are overwritten in place instead. A lost answer may have
+    // run the assembly, which must not be raced.
+    if (!signal.aborted && !isTransient(err)) await wipeGuestFiles(vm, parts, signal);
     throw err;
   });
   if (res.exitCode !== 0) {
