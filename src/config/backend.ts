@@ -15,6 +15,7 @@ import {
   parseBound,
   parseNodes,
   parseTokenFile,
+  parseVmidRange,
   parseVmTags,
   type TokenFile,
 } from "./proxmox.ts";
@@ -110,6 +111,10 @@ export async function loadProxmox(f: FlagValues, readFile: ReadFile): Promise<Pr
       "proxmox-clones-per-storage",
       () => parseBound(f["proxmox-clones-per-storage"], 64),
     ),
+    // Set only when given: absent means the datacenter's next-id range alone.
+    ...(f["proxmox-vmid-range"] === "" ? {} : {
+      vmidRange: forFlag("proxmox-vmid-range", () => parseVmidRange(f["proxmox-vmid-range"])),
+    }),
   };
 }
 

@@ -21,6 +21,8 @@ import { locateOwned } from "./vm/ownership.ts";
 import { checkNodes, type NodeCheck } from "./cluster/nodes.ts";
 import { readyDeadline, waitReady } from "./vm/ready.ts";
 import { checkOfferingTemplates } from "./cluster/templates.ts";
+import { cloneTargetProblem } from "./cluster/clone_target.ts";
+import { checkVmidRange } from "./create/vmid.ts";
 import { secondsSince } from "../async/elapsed.ts";
 
 /** The Backend, describing VMs with their node, VMID and power state too. */
@@ -52,7 +54,8 @@ export async function createProxmoxBackend(
   let nodes: NodeCheck | undefined;
   try {
     nodes = await checkNodes(ctx.api, px.nodes, startup, timing.nodeRecheck);
-    await checkOfferingTemplates(ctx, cfg.catalog, cfg.offerings, startup);
+    await checkOfferingTemplates(ctx, cfg.catalog, cfg.offerings, startup, cloneTargetProblem);
+    await checkVmidRange(ctx.api, px.vmidRange ?? null, startup);
   } catch (err) {
     nodes?.stop();
     ctx.api.close();
@@ -81,7 +84,7 @@ export async function createProxmoxBackend(
   const create = createCreate(ctx, {
     catalog: cfg.catalog,
     nodes,
-    limits: { pool: px.pool, clonesPerStorage: px.clonesPerStorage },
+    limits: { pool: px.pool, clonesPerStorage: px.clonesPerStorage, vmidRange: px.vmidRange },
     observed,
   });
 

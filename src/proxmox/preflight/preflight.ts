@@ -7,6 +7,7 @@
 import type { Config } from "../../config/types.ts";
 import { DEFAULT_TIMING, type Timing } from "../timing.ts";
 import { connect } from "./connection.ts";
+import { guestChecks } from "./guest.ts";
 import { hooksCheck } from "./hooks.ts";
 import { nodeChecks } from "./nodes.ts";
 import { poolCheck } from "./pool.ts";
@@ -72,5 +73,15 @@ async function checkCluster(run: PreflightRun): Promise<CheckResult[]> {
     run.px.tags.join(",") || "(none)",
     () => tagCheck(run, found),
   );
-  return [...nodes, ...pool, ...privileges, ...tags, ...templates, ...storage, hooksCheck(run.cfg)];
+  const guest = await guard(run, "guest", "", () => guestChecks(run, found));
+  return [
+    ...nodes,
+    ...pool,
+    ...privileges,
+    ...tags,
+    ...templates,
+    ...storage,
+    ...guest,
+    hooksCheck(run.cfg),
+  ];
 }
