@@ -17,6 +17,12 @@
 #   --vlan-tags LIST      BIGFLEET_VLAN_TAGS   (any)    VLAN tags the template NICs use
 #                                                       (tag= and trunks= values); narrows
 #                                                       SDN.Use to exactly those VLANs
+#   --resize-disks        BIGFLEET_RESIZE_DISKS=1  for instance types with disk_gib: grow
+#                                              the clones' boot disks (VM.Config.Disk)
+#   --set-network         BIGFLEET_SET_NETWORK=1   for instance types with network: set the
+#                                              clones' net0 (VM.Config.Network); name the
+#                                              types' bridges in --bridges (and VLANs in
+#                                              --vlan-tags, if given)
 #   --role-prefix PREFIX  BIGFLEET_ROLE_PREFIX BigFleet
 #   --no-audit-all-vms    BIGFLEET_AUDIT_ALL_VMS=0
 #   --rotate              BIGFLEET_ROTATE=1    replace the token (prints a new secret); the
@@ -37,6 +43,10 @@
 #                                SDN.Use on the bridge/vnet of the template NICs,
 #                                and on their VLAN (<bridge>/<tag>) when tagged
 #   size and tag the clone       VM.Config.CPU, VM.Config.Memory, VM.Config.Options
+#   grow its boot disk           VM.Config.Disk (--resize-disks); Datastore.AllocateSpace
+#                                on the disk's storage (--storages)
+#   set its net0                 VM.Config.Network (--set-network); SDN.Use on the
+#                                bridge/vnet (--bridges) and VLAN (--vlan-tags)
 #   start / stop                 VM.PowerMgmt
 #   destroy                      VM.Allocate
 #   list / read VMs and tasks    VM.Audit, Pool.Audit, Datastore.Audit
@@ -48,8 +58,9 @@
 #   guest agent (osinfo, file-write, exec)
 #                                PVE 8: VM.Monitor
 #                                PVE 9: VM.GuestAgent.Audit + VM.GuestAgent.Unrestricted
-# No cloud-init, disk, network-config, snapshot, backup or migrate rights, and of
-# Sys.* only Sys.Audit on /nodes (read-only).
+# No cloud-init, snapshot, backup or migrate rights; of Sys.* only Sys.Audit on
+# /nodes (read-only); disk and network rights only with --resize-disks and
+# --set-network.
 set -eu
 
 BIGFLEET_USER="${BIGFLEET_USER:-bigfleet@pve}"
@@ -61,6 +72,8 @@ BIGFLEET_BRIDGES="${BIGFLEET_BRIDGES:-vmbr0}"
 BIGFLEET_VLAN_TAGS="${BIGFLEET_VLAN_TAGS:-}"
 BIGFLEET_ROLE_PREFIX="${BIGFLEET_ROLE_PREFIX:-BigFleet}"
 BIGFLEET_AUDIT_ALL_VMS="${BIGFLEET_AUDIT_ALL_VMS:-1}"
+BIGFLEET_RESIZE_DISKS="${BIGFLEET_RESIZE_DISKS:-0}"
+BIGFLEET_SET_NETWORK="${BIGFLEET_SET_NETWORK:-0}"
 BIGFLEET_ROTATE="${BIGFLEET_ROTATE:-0}"
 BIGFLEET_KEEP_OLD="${BIGFLEET_KEEP_OLD:-0}"
 BIGFLEET_REMOVE_OLD="${BIGFLEET_REMOVE_OLD:-0}"
@@ -105,6 +118,8 @@ while [ "$#" -gt 0 ]; do
 	--role-prefix) need_arg "$@"; BIGFLEET_ROLE_PREFIX="$2"; shift 2 ;;
 	--role-prefix=*) BIGFLEET_ROLE_PREFIX="${1#*=}"; shift ;;
 	--no-audit-all-vms) BIGFLEET_AUDIT_ALL_VMS=0; shift ;;
+	--resize-disks) BIGFLEET_RESIZE_DISKS=1; shift ;;
+	--set-network) BIGFLEET_SET_NETWORK=1; shift ;;
 	--rotate) BIGFLEET_ROTATE=1; shift ;;
 	--keep-old) BIGFLEET_KEEP_OLD=1; shift ;;
 	--remove-old) BIGFLEET_REMOVE_OLD=1; shift ;;
@@ -258,7 +273,11 @@ ensure_role() {
 }
 
 # Scoped to the pool, and through it to every VM the provider created there.
-ensure_role "${ROLE_VM}" "VM.Allocate,VM.Audit,VM.Config.CPU,VM.Config.Memory,VM.Config.Options,VM.PowerMgmt,${AGENT_PRIVS},Pool.Audit"
+# Disk and network rights only for instance types that grow disks or set net0.
+VM_CONFIG_PRIVS="VM.Config.CPU,VM.Config.Memory,VM.Config.Options"
+[ "${BIGFLEET_RESIZE_DISKS}" = "1" ] && VM_CONFIG_PRIVS="${VM_CONFIG_PRIVS},VM.Config.Disk"
+[ "${BIGFLEET_SET_NETWORK}" = "1" ] && VM_CONFIG_PRIVS="${VM_CONFIG_PRIVS},VM.Config.Network"
+ensure_role "${ROLE_VM}" "VM.Allocate,VM.Audit,${VM_CONFIG_PRIVS},VM.PowerMgmt,${AGENT_PRIVS},Pool.Audit"
 # Only on the templates: clone and read, never change or start them.
 ensure_role "${ROLE_TEMPLATE}" "VM.Clone,VM.Audit"
 ensure_role "${ROLE_STORAGE}" "Datastore.AllocateSpace,Datastore.Audit"
@@ -385,9 +404,10 @@ grant "/nodes" "${ROLE_NODES}" 1
 # PVE 8+ checks SDN.Use per template NIC when cloning: on the bridge path for
 # an untagged NIC, on <bridge>/<tag> for a VLAN tag (each VLAN of trunks=).
 # Without --vlan-tags the bridge grant propagates to all its VLANs, so any
-# tagged template works; the token cannot change NICs (no VM.Config.Network),
-# so it can only use the VLANs its templates already have. With --vlan-tags
-# exactly the bridge and those VLANs are granted.
+# tagged template works; without --set-network the token cannot change NICs
+# (no VM.Config.Network), so it can only use the VLANs its templates already
+# have (with it, any VLAN of the bridges: give --vlan-tags to narrow that).
+# With --vlan-tags exactly the bridge and those VLANs are granted.
 if [ "${HAVE_SDN_USE}" = "1" ]; then
 	for bridge in $(printf '%s' "${BIGFLEET_BRIDGES}" | tr ',' ' '); do
 		case "${bridge}" in

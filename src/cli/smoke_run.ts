@@ -33,6 +33,7 @@ import {
 import { FLAG_TABLE, type FlagTable } from "../config/flags.ts";
 import { FLAGS } from "./smoke.ts";
 import { LEVEL_ENV } from "../config/logging.ts";
+import { guestFix } from "../proxmox/mod.ts";
 
 /** What to do when a step fails, by step (the last_error says what happened). */
 const FIXES: Record<OpKind | "gone", string> = {
@@ -290,7 +291,8 @@ async function failed(
   why: string,
 ): Promise<number> {
   write(line("FAIL", kind, s0, why));
-  write(`      fix: ${FIXES[kind]}\n`);
+  // A guest whose agent refuses the bootstrap's commands, or lacks its program: the fix is there.
+  write(`      fix: ${(kind === "configure" ? guestFix(why) : null) ?? FIXES[kind]}\n`);
   await cleanUp(run);
   write(`smoke FAILED at ${kind}\n`);
   return EXIT_FAILURE;

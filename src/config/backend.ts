@@ -16,6 +16,7 @@ import {
   parseBound,
   parseNodes,
   parseTokenFile,
+  parseVmidRange,
   parseVmTags,
   type TokenFile,
 } from "./proxmox.ts";
@@ -112,6 +113,10 @@ export async function loadProxmox(f: FlagValues, readFile: ReadFile): Promise<Pr
       () => parseBound(f["proxmox-clones-per-storage"], 64),
     ),
     room: loadRoomPolicy(f, nodes),
+    // Set only when given: absent means the datacenter's next-id range alone.
+    ...(f["proxmox-vmid-range"] === "" ? {} : {
+      vmidRange: forFlag("proxmox-vmid-range", () => parseVmidRange(f["proxmox-vmid-range"])),
+    }),
   };
 }
 

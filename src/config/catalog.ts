@@ -1,5 +1,6 @@
 // The instance-type catalog: the built-in pve.* sizes or an operator JSON file
-// `{name: {vcpu, memory_mib, template_vmid | template_name}}`, plus the
+// `{name: {vcpu, memory_mib, template_vmid | template_name, disk_gib, storage,
+// clone, network}}` (the last four: instance_options.ts), plus the
 // allocatable it implies.
 
 import type { InstanceType, TemplateSource } from "./types.ts";
@@ -7,6 +8,7 @@ import { JsonObject, kindOf, objectFields, onlyFields, parseJson, positiveInt } 
 import { quote } from "./errors.ts";
 import { checkSegment } from "./segment.ts";
 import { entryTemplate } from "./templates.ts";
+import { entryOptions, OPTION_FIELDS } from "./instance_options.ts";
 
 const BUILTIN: readonly [string, number, number][] = [
   ["pve.small", 2, 4096],
@@ -16,7 +18,7 @@ const BUILTIN: readonly [string, number, number][] = [
 ];
 
 /** The members an instance type may have (docs/configuration.md#instance-type-catalog). */
-const ENTRY_FIELDS = ["vcpu", "memory_mib", "template_vmid", "template_name"];
+const ENTRY_FIELDS = ["vcpu", "memory_mib", "template_vmid", "template_name", ...OPTION_FIELDS];
 
 /** The built-in catalog, every entry cloning from `template`. */
 export function builtinCatalog(template: TemplateSource): Map<string, InstanceType> {
@@ -48,7 +50,7 @@ export function parseCatalog(
     const vcpu = positiveInt(fields.get("vcpu"), `${where}: vcpu`);
     const memoryMib = positiveInt(fields.get("memory_mib"), `${where}: memory_mib`);
     const template = entryTemplate(fields, where) ?? defaultTemplate;
-    catalog.set(name, { name, vcpu, memoryMib, template });
+    catalog.set(name, { name, vcpu, memoryMib, template, ...entryOptions(fields, where) });
   }
   return catalog;
 }

@@ -166,6 +166,14 @@ export const FLAG_TABLE = {
     help: "clone tasks at once per node and storage (a shared storage: per cluster; 0: no limit)",
   },
   ...ROOM_FLAGS,
+  "proxmox-vmid-range": {
+    kind: "string",
+    default: "",
+    topic: PROXMOX,
+    arg: "FIRST-LAST",
+    none: "the datacenter's next-id range",
+    help: "VMIDs clones may take, e.g. 20000-29999 (within the datacenter's next-id range)",
+  },
   "instance-types": {
     kind: "string",
     default: "",

@@ -9,6 +9,7 @@ import { parseTimerDuration } from "./duration.ts";
 import { parseListenAddr } from "./addr.ts";
 import { checkSegment } from "./segment.ts";
 import { builtinCatalog, parseCatalog } from "./catalog.ts";
+import { storageZones } from "./instance_options.ts";
 import {
   describeTemplate,
   namedZones,
@@ -187,11 +188,16 @@ function checkTemplateZones(
 ): void {
   const typesFlag = f["instance-types"] !== "" ? "instance-types" : "template-vmid";
   for (const it of catalog.values()) {
-    const stray = namedZones(it.template).find((z) => !nodes.includes(z));
-    if (stray !== undefined) {
+    const named: [string, string[]][] = [
+      ["template", namedZones(it.template)],
+      ["storage", storageZones(it)],
+    ];
+    for (const [what, zones] of named) {
+      const stray = zones.find((z) => !nodes.includes(z));
+      if (stray === undefined) continue;
       throw flagError(
         typesFlag,
-        `template of ${quote(it.name)} names zone ${quote(stray)}, which is not one of --nodes (${
+        `${what} of ${quote(it.name)} names zone ${quote(stray)}, which is not one of --nodes (${
           nodes.join(",")
         })`,
       );

@@ -3,6 +3,7 @@
 
 import { quote } from "./errors.ts";
 import { checkSegment } from "./segment.ts";
+import type { VmidRange } from "./types.ts";
 
 /** `USER@REALM!TOKENID`, e.g. `bigfleet@pve!autoscaler`. */
 const TOKEN_ID = /^[^\s@!]+@[^\s@!]+![^\s@!]+$/;
@@ -113,6 +114,22 @@ export function parseBound(text: string, max: number): number {
     throw new Error(`want a whole number from 0 (no limit) to ${max}, got ${quote(text)}`);
   }
   return Number(t);
+}
+
+/**
+ * `--proxmox-vmid-range FIRST-LAST` (both included, each a VMID
+ * 100-999999999) as a range with `upper` exclusive, like datacenter.cfg's
+ * next-id. Throws Error.
+ */
+export function parseVmidRange(text: string): VmidRange {
+  const m = /^\s*(\d+)\s*-\s*(\d+)\s*$/.exec(text);
+  if (m === null) throw new Error(`want FIRST-LAST (e.g. 20000-29999), got ${quote(text)}`);
+  const [first, last] = [Number(m[1]), Number(m[2])];
+  for (const n of [first, last]) {
+    if (n < 100 || n > 999_999_999) throw new Error(`${n} is not a VMID (100-999999999)`);
+  }
+  if (first > last) throw new Error(`${first} is above ${last}: want FIRST-LAST, lowest first`);
+  return { lower: first, upper: last + 1 };
 }
 
 /** Normalise a SHA-256 fingerprint (`ab:cd:...` or 64 bare hex) to `AB:CD:...`. Throws Error. */

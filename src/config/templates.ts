@@ -82,13 +82,22 @@ export function entryTemplate(
   if (!(raw instanceof JsonObject)) {
     return { kind: "vmid", vmid: vmid(raw, `${where}: template_vmid`) };
   }
-  if (raw.entries.length === 0) throw new Error(`${where}: template_vmid names no zone`);
-  const vmids = new Map<string, number>();
+  return { kind: "per-zone", vmids: zoneMap(raw, `${where}: template_vmid`, vmid) };
+}
+
+/** A catalog field's `{"<zone>": value, …}`: at least one zone, each a segment, each value read by `read`. */
+export function zoneMap<T>(
+  raw: JsonObject,
+  what: string,
+  read: (v: JsonValue, what: string) => T,
+): Map<string, T> {
+  if (raw.entries.length === 0) throw new Error(`${what} names no zone`);
+  const out = new Map<string, T>();
   for (const [zone, v] of raw.entries) {
-    checkSegment(zone, `${where}: template_vmid zone`);
-    vmids.set(zone, vmid(v, `${where}: template_vmid of zone ${quote(zone)}`));
+    checkSegment(zone, `${what} zone`);
+    out.set(zone, read(v, `${what} of zone ${quote(zone)}`));
   }
-  return { kind: "per-zone", vmids };
+  return out;
 }
 
 /** The zones a source names explicitly (per-zone maps only). */

@@ -34,6 +34,32 @@ export interface InstanceType {
   memoryMib: number;
   /** Already resolved: a catalog entry without one takes --template-vmid / --template-name. */
   template: TemplateSource;
+  /** `disk_gib`: the boot disk grown to this size after the clone (never shrunk). */
+  diskGib?: number;
+  /** `storage`: where a full clone's disks go; absent: the template's own storages. */
+  storage?: StorageTarget;
+  /** `clone`: absent means full. */
+  clone?: "full" | "linked";
+  /** `network`: the clone's first NIC (net0), its model and MAC kept. */
+  network?: NicSettings;
+}
+
+/** A full clone's target storage: one for every zone, or one per zone (others: the template's). */
+export type StorageTarget =
+  | { kind: "one"; storage: string }
+  | { kind: "per-zone"; storages: ReadonlyMap<string, string> };
+
+/** Bridge, VLAN tag and MTU of a clone's net0; an absent tag or MTU is removed from it. */
+export interface NicSettings {
+  bridge: string;
+  tag?: number;
+  mtu?: number;
+}
+
+/** --proxmox-vmid-range: the VMIDs clones may take, `lower` inclusive, `upper` exclusive. */
+export interface VmidRange {
+  lower: number;
+  upper: number;
 }
 
 /**
@@ -65,6 +91,8 @@ export interface ProxmoxConfig {
   clonesPerStorage: number;
   /** How much of each node guests may hold (docs/configuration.md#node-capacity). */
   room: RoomPolicy;
+  /** --proxmox-vmid-range; absent or null: the datacenter's next-id range alone. */
+  vmidRange?: VmidRange | null;
 }
 
 /** After the bootstrap hook, wait until the node is Ready (docs/configuration.md). */

@@ -21,6 +21,8 @@ import { locateOwned } from "./vm/ownership.ts";
 import { checkNodes, type NodeCheck } from "./cluster/nodes.ts";
 import { readyDeadline, waitReady } from "./vm/ready.ts";
 import { checkOfferingTemplates } from "./cluster/templates.ts";
+import { cloneTargetProblem } from "./cluster/clone_target.ts";
+import { checkVmidRange } from "./create/vmid.ts";
 import { secondsSince } from "../async/elapsed.ts";
 import { checkOfferingRoom, offeredTypes } from "./cluster/room_startup.ts";
 import { roomRefresher } from "./cluster/room_read.ts";
@@ -57,6 +59,8 @@ export async function createProxmoxBackend(
     nodes = await checkNodes(ctx.api, px.nodes, startup, timing.nodeRecheck);
     await checkOfferingTemplates(ctx, cfg.catalog, cfg.offerings, startup);
     await checkOfferingRoom(ctx, cfg.catalog, cfg.offerings, startup);
+    await checkOfferingTemplates(ctx, cfg.catalog, cfg.offerings, startup, cloneTargetProblem);
+    await checkVmidRange(ctx.api, px.vmidRange ?? null, startup);
   } catch (err) {
     nodes?.stop();
     ctx.api.close();
@@ -86,7 +90,7 @@ export async function createProxmoxBackend(
   const create = createCreate(ctx, {
     catalog: cfg.catalog,
     nodes,
-    limits: { pool: px.pool, clonesPerStorage: px.clonesPerStorage },
+    limits: { pool: px.pool, clonesPerStorage: px.clonesPerStorage, vmidRange: px.vmidRange },
     observed,
   });
 

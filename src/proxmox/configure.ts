@@ -1,10 +1,12 @@
-// Configure's work in the guest: deliver the bootstrap over the guest agent
-// and run the hook on it, exactly once (the readiness gate after it is vm/ready.ts).
+// Configure's work in the guest: check that its agent allows what Configure
+// uses, deliver the bootstrap over the guest agent and run the hook on it,
+// exactly once (the readiness gate after it is vm/ready.ts).
 
 import { getLogger } from "@logtape/logtape";
 import type { Config } from "../config/types.ts";
 import { BackendError } from "../kit/backend.ts";
-import { commandFailed, runCommand, writeGuestFile } from "./vm/agent.ts";
+import { commandFailed, runCommand, wipeGuestFiles, writeGuestFile } from "./vm/agent.ts";
+import { assertBootstrapAllowed, explainAgentError } from "./vm/guest_caps.ts";
 import type { ProxmoxContext } from "./context.ts";
 import { type VmAt, vmOf } from "./vm/vm.ts";
 import { isTransient } from "./api/errors.ts";
@@ -31,7 +33,13 @@ export async function runBootstrap(
   const { timing } = ctx;
   const vm = vmOf(ctx, at);
   const path = job.hook.bootstrapPath;
-  const { parts } = await writeGuestFile(vm, path, job.bootstrap, timing.exec, signal);
+  // A guest whose agent refuses what Configure uses fails here, before the secret is written.
+  await assertBootstrapAllowed(vm, signal);
+  const { parts } = await writeGuestFile(vm, path, job.bootstrap, timing.exec, signal).catch(
+    (err) => {
+      throw explainAgentError(vm.vmid, err) ?? err;
+    },
+  );
   log.info("bootstrap delivered to VM {vmid} ({bytes} bytes in {parts} writes); running hook", {
     vmid: vm.vmid,
     node: vm.node,
@@ -44,6 +52,12 @@ export async function runBootstrap(
   try {
     res = await runCommand(vm, argv, timing.exec, signal);
   } catch (err) {
+    const refused = explainAgentError(vm.vmid, err);
+    if (refused !== null) {
+      // Nothing ran: the blob must not stay behind in a guest that cannot run it.
+      await wipeGuestFiles(vm, [path], signal);
+      throw refused;
+    }
     if (isTransient(err)) {
       // exec is not idempotent: a second hook run could join the node twice.
       throw new BackendError(

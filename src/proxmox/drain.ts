@@ -2,6 +2,7 @@
 
 import { getLogger } from "@logtape/logtape";
 import { commandFailed, runCommand } from "./vm/agent.ts";
+import { explainAgentError } from "./vm/guest_caps.ts";
 import type { ProxmoxContext } from "./context.ts";
 import { type VmAt, vmOf } from "./vm/vm.ts";
 import { isTransient } from "./api/errors.ts";
@@ -41,7 +42,9 @@ export async function drainNode(
       return await runCommand(vm, ["/bin/sh", "-c", cmd], timing.exec, signal);
     } catch (err) {
       // A drain is safe to repeat, unlike the bootstrap hook.
-      if (!isTransient(err) || call + 1 >= timing.actionAttempts || signal.aborted) throw err;
+      if (!isTransient(err) || call + 1 >= timing.actionAttempts || signal.aborted) {
+        throw explainAgentError(loc.vmid, err) ?? err;
+      }
       return undefined;
     }
   });

@@ -11,3 +11,4 @@ export {
   runPreflight,
 } from "./preflight/preflight.ts";
 export { type CheckResult, plural, skipped, type Status } from "./preflight/result.ts";
+export { guestFix } from "./vm/guest_caps.ts";

@@ -7,7 +7,15 @@
 
 import assert from "node:assert/strict";
 import { parse as parseYaml } from "yaml";
-import { type SimAcl, type SimOptions, type Simulator, startSimulator } from "../pvesim/mod.ts";
+import {
+  RHEL10_GUEST,
+  type SimAcl,
+  type SimGuest,
+  type SimOptions,
+  type Simulator,
+  startSimulator,
+} from "../pvesim/mod.ts";
+import { buildDescription } from "../../src/proxmox/naming.ts";
 import { aclOf, ROLES_PVE8, ROLES_PVE9, setupToken } from "../deploy/setup_token.ts";
 import { providerArgs } from "../proxmox/helpers.ts";
 import { cli, type CliResult, lines } from "./helpers.ts";
@@ -118,10 +126,13 @@ function one(report: JsonReport, check: string, subject: string): Check {
   return hits[0];
 }
 
-/** Every check PASSes, except the hooks, which preflight cannot see and says so. */
+/**
+ * Every check PASSes, except the hooks, which preflight cannot see and says
+ * so, and the guest check where no clone of the template runs to ask.
+ */
 function assertAllPass(report: JsonReport) {
   for (const c of report.checks) {
-    if (c.check === "hooks") continue;
+    if (c.check === "hooks" || (c.check === "guest" && c.status === "SKIP")) continue;
     assert.equal(c.status, "PASS", JSON.stringify(c));
   }
   const hooks = find(report, "hooks");
@@ -155,7 +166,7 @@ Deno.test({
       const summary = out.pop()!;
       assert.equal(
         summary,
-        "preflight: 22 passed, 0 warnings, 0 failed, 1 skipped: ready (nothing failed)",
+        "preflight: 22 passed, 0 warnings, 0 failed, 2 skipped: ready (nothing failed)",
       );
       for (const l of out) assert.match(l, /^(PASS|SKIP) {2}\S+ +\S/, l);
       const expect = [
@@ -182,6 +193,7 @@ Deno.test({
         /^PASS {2}room {8}pve\.xlarge in pve1: 15 more fit now: /,
         /^PASS {2}room {8}pve\.large in pve2: 31 more fit now: /,
         /^PASS {2}room {8}pve\.xlarge in pve2: 15 more fit now: /,
+        /^SKIP {2}guest {7}template 9000: not checked: no running VM cloned from template 9000 to ask .*\. Fix: run `bigfleet-proxmox smoke`/,
         /^SKIP {2}hooks {7}\/bin\/sh \/run\/bigfleet-bootstrap: not checked: .*template never runs.*\. Fix: /,
       ];
       assert.equal(out.length, expect.length, t.stdout);
@@ -645,7 +657,7 @@ Deno.test({
       { id: "ceph-vm", type: "rbd", totalBytes: 100 * GIB, usedBytes: 20 * GIB },
     ];
     await withRig({ storages }, async (r) => {
-      // 20 GiB per clone (the template's scsi0), 60 GiB free.
+      // 20 GiB per clone (the template's scsi0); 60 GiB free besides the template's own 20 GiB.
       const fits = await r.json([
         await offerings(r.dir, [["pve.small", "pve1", 1], ["pve.small", "pve2", 2]]),
       ]);
@@ -986,6 +998,162 @@ Deno.test({
       const room = one(report, "room", "pve1");
       assert.equal(room.status, "WARN");
       assert.match(room.message, /cannot see node pve1's memory and CPUs: grant it Sys\.Audit/);
+    });
+  },
+});
+
+/** An instance-type catalog file in `dir`, as the flag that names it. */
+async function catalog(dir: string, types: Record<string, unknown>): Promise<string> {
+  const path = `${dir}/types-${crypto.randomUUID()}.json`;
+  await Deno.writeTextFile(path, JSON.stringify(types));
+  return `--instance-types=${path}`;
+}
+
+const BIG = {
+  vcpu: 2,
+  memory_mib: 2048,
+  disk_gib: 40,
+  storage: "local-lvm",
+  network: { bridge: "vmbr1", tag: 30 },
+};
+
+Deno.test({
+  name:
+    "preflight: disk_gib, network and storage need their privileges; setup-token.sh's --resize-disks --set-network grant them",
+  ...opts,
+  async fn() {
+    const scriptArgs = ["--storages", "ceph-vm,local-lvm", "--bridges", "vmbr0,vmbr1"];
+    const flags = async (dir: string) => [
+      await catalog(dir, { "pve.big": BIG }),
+      await offerings(dir, [["pve.big", "pve1", 2]]),
+    ];
+    await withRig({ acl: await scriptAcl(scriptArgs) }, async (r) => {
+      const { r: res, report } = await r.json(await flags(r.dir));
+      assert.equal(res.code, 1);
+      const pool = one(report, "privileges", "/pool/bigfleet");
+      assert.equal(pool.status, "FAIL");
+      assert.match(pool.message, /^missing VM\.Config\.Disk, VM\.Config\.Network, needed to /);
+      assert.match(
+        pool.fix!,
+        /setup-token\.sh --pool bigfleet --resize-disks --set-network does both/,
+      );
+    });
+    const acl = await scriptAcl([...scriptArgs, "--resize-disks", "--set-network"]);
+    await withRig({ acl }, async (r) => {
+      const { r: res, report } = await r.json(await flags(r.dir));
+      assert.equal(res.code, 0, JSON.stringify(report.checks.filter((c) => c.status !== "PASS")));
+      assertAllPass(report);
+      assert.match(
+        one(report, "privileges", "/sdn/zones/localnetwork/vmbr1/30").message,
+        /^SDN\.Use: to put the net0 of pve\.big's clones on bridge vmbr1 VLAN 30$/,
+      );
+      assert.equal(one(report, "privileges", "/storage/local-lvm").status, "PASS");
+      assert.match(
+        one(report, "template", "pve.big/pve1").message,
+        /; on the zone's own node; disks onto local-lvm; boot disk grown to 40 GiB; net0 on vmbr1 \(tag 30\)$/,
+      );
+      assert.match(
+        one(report, "storage", "local-lvm on pve1").message,
+        /^2 clones \(pve\.big\/pve1: 2\) need 80 GiB of disks; /,
+      );
+    });
+  },
+});
+
+Deno.test({
+  name:
+    "preflight: a type its template cannot serve FAILs with the fix (a smaller disk_gib, a storage without disks, linked on LVM)",
+  ...opts,
+  async fn() {
+    const storages = [
+      { id: "local", type: "dir", content: "iso,vztmpl,backup" },
+      { id: "ceph-vm", type: "rbd" },
+      { id: "san", type: "lvm", shared: true },
+    ];
+    const templates = [
+      { vmid: 9000, node: "pve1", name: "t", storage: "ceph-vm" },
+      { vmid: 9100, node: "pve1", name: "lvm", storage: "san" },
+    ];
+    await withRig({ storages, templates }, async (r) => {
+      const types = {
+        "pve.tiny": { vcpu: 1, memory_mib: 1024, disk_gib: 10 },
+        "pve.iso": { vcpu: 1, memory_mib: 1024, storage: "local" },
+        "pve.link": { vcpu: 1, memory_mib: 1024, clone: "linked", template_vmid: 9100 },
+      };
+      const { r: res, report } = await r.json([
+        await catalog(r.dir, types),
+        await offerings(r.dir, [["pve.tiny", "pve1", 1], ["pve.iso", "pve1", 1], [
+          "pve.link",
+          "pve1",
+          1,
+        ]]),
+      ]);
+      assert.equal(res.code, 1);
+      const want: [string, RegExp, RegExp][] = [
+        [
+          "pve.tiny/pve1",
+          /^VM 9000 on pve1: template 9000's boot disk scsi0 is 20 GiB, larger than disk_gib 10 of pve\.tiny, and Proxmox never shrinks a disk$/,
+          /^raise disk_gib to at least 20/,
+        ],
+        [
+          "pve.iso/pve1",
+          /storage 'local' does not hold VM disks \(its content is iso,vztmpl,backup\)$/,
+          /^add images to it \(pvesm set local --content images,…\)/,
+        ],
+        [
+          "pve.link/pve1",
+          /clone "linked" needs storage that can clone volumes: template 9100's scsi0 is on 'san' \(lvm\), which cannot$/,
+          /^use clone "full"/,
+        ],
+      ];
+      for (const [subject, message, fix] of want) {
+        const c = one(report, "template", subject);
+        assert.equal(c.status, "FAIL", subject);
+        assert.match(c.message, message);
+        assert.match(c.fix!, fix);
+      }
+    });
+  },
+});
+
+Deno.test({
+  name:
+    "preflight: the guest check asks a running clone's agent: commands disabled (RHEL/Rocky 10) FAIL with the fix, all allowed PASS",
+  ...opts,
+  async fn() {
+    const machineId = "pve-test/OnDemand/pve.large/pve1/000";
+    const clone = (guest?: SimGuest) => ({
+      vmid: 100,
+      node: "pve1",
+      name: "bigfleet-pve-test-ondemand-pve-large-pve1-000",
+      description: buildDescription(machineId, "op-1"),
+      template: false,
+      running: true,
+      guest,
+    });
+    const templates = (guest?: SimGuest) => [
+      { vmid: 9000, node: "pve1", name: "tmpl-k8s", guest },
+      clone(guest),
+    ];
+    await withRig({ templates: templates(RHEL10_GUEST) }, async (r) => {
+      const { r: res, report } = await r.json();
+      assert.equal(res.code, 1);
+      const c = one(report, "guest", "template 9000");
+      assert.equal(c.status, "FAIL");
+      assert.equal(
+        c.message,
+        "the guest agent of VM 100 refuses guest-file-open, guest-file-write, guest-file-close, " +
+          "guest-exec, guest-exec-status (disabled in its configuration): asked VM 100 on pve1 " +
+          `(${machineId}, cloned from template 9000)`,
+      );
+      assert.match(c.fix!, /\/etc\/sysconfig\/qemu-ga .*allow-rpcs/);
+    });
+    await withRig({ templates: templates() }, async (r) => {
+      const { r: res, report } = await r.json();
+      assert.equal(res.code, 0);
+      const c = one(report, "guest", "template 9000");
+      assert.equal(c.status, "PASS");
+      assert.match(c.message, /^the guest agent of VM 100 on pve1 .* allows guest-file-open, /);
     });
   },
 });

@@ -6,7 +6,7 @@
 
 import assert from "node:assert/strict";
 import { lockState } from "../../src/store/state_lock.ts";
-import { type Simulator, startSimulator } from "../pvesim/mod.ts";
+import { RHEL10_GUEST, type SimOptions, type Simulator, startSimulator } from "../pvesim/mod.ts";
 import { providerArgs } from "../proxmox/helpers.ts";
 import { cli, type CliResult, lines } from "./helpers.ts";
 
@@ -18,8 +18,8 @@ interface Rig {
   run(extra?: string[]): Promise<CliResult>;
 }
 
-async function withRig(fn: (r: Rig) => Promise<void>): Promise<void> {
-  const sim = await startSimulator({});
+async function withRig(fn: (r: Rig) => Promise<void>, simOpts: SimOptions = {}): Promise<void> {
+  const sim = await startSimulator(simOpts);
   const dir = await Deno.makeTempDir({ prefix: "bf-smoke-" });
   const tokenFile = `${dir}/token`;
   await Deno.writeTextFile(tokenFile, sim.tokenSecret + "\n");
@@ -141,5 +141,35 @@ Deno.test({
         assert.match(lines(r.stderr)[0], want);
       }
     });
+  },
+});
+
+Deno.test({
+  name:
+    "smoke: a guest whose agent refuses guest-exec (RHEL/Rocky 10) FAILs Configure naming the commands and the fix in the guest",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    await withRig(async ({ sim, run }) => {
+      const r = await run();
+      assert.equal(r.code, 1, `${r.stdout}\n${r.stderr}`);
+      const got = steps(r.stdout);
+      assert.deepEqual(got.map(([s, step]) => `${s} ${step}`), ["PASS create", "FAIL configure"]);
+      assert.match(
+        got[1][3],
+        /^configure failed: the guest agent of VM \d+ refuses guest-file-open, guest-file-write, guest-file-close, guest-exec, guest-exec-status \(disabled in its configuration\); /,
+      );
+      const fix = lines(r.stdout).find((l) => l.trim().startsWith("fix:"))!;
+      assert.match(
+        fix,
+        /^ +fix: allow them in the guest's qemu-guest-agent .*\/etc\/sysconfig\/qemu-ga/,
+      );
+      assert.equal(
+        sim.requests.filter((q) => q.path.endsWith("/agent/file-write")).length,
+        0,
+        "the blob never went in",
+      );
+      assert.deepEqual(sim.vms().filter((vm) => !vm.config.template), [], "no VM is left");
+    }, { templates: [{ vmid: 9000, name: "rocky10", guest: RHEL10_GUEST }] });
   },
 });

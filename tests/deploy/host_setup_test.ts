@@ -8,6 +8,7 @@ import { ROOT } from "./helm_helpers.ts";
 import { rig, signal, slot } from "../proxmox/helpers.ts";
 import { aclOf, ROLES_PVE8, ROLES_PVE9, run, SECRET, SETUP, setupToken } from "./setup_token.ts";
 import { issueCert, makeCa } from "../pvesim/mod.ts";
+import type { InstanceType } from "../../src/config/types.ts";
 
 const SCRIPTS = [SETUP, `${ROOT}deploy/install-helm.sh`];
 
@@ -357,6 +358,79 @@ Deno.test("setup-token.sh: no Mapping.Use where no template has a custom model, 
   assert.equal(missing.code, 0, missing.stderr);
   assert.match(missing.stderr, /template 9100: not found in the cluster/);
 });
+
+Deno.test("setup-token.sh: --resize-disks and --set-network add exactly VM.Config.Disk and VM.Config.Network", async () => {
+  const provisioner = (mutations: string[]) =>
+    mutations.find((c) => c.startsWith("role add BigFleetProvisioner "))!.split(" --privs ")[1]
+      .split(",");
+  const plain = await setupToken({ roles: ROLES_PVE9 });
+  assert.equal(plain.code, 0, plain.stderr);
+  for (const priv of ["VM.Config.Disk", "VM.Config.Network"]) {
+    assert.ok(!provisioner(plain.mutations).includes(priv), `${priv} only when asked for`);
+  }
+  for (
+    const [args, env, want] of [
+      [["--resize-disks"], {}, ["VM.Config.Disk"]],
+      [["--set-network"], {}, ["VM.Config.Network"]],
+      [[], { BIGFLEET_RESIZE_DISKS: "1", BIGFLEET_SET_NETWORK: "1" }, [
+        "VM.Config.Disk",
+        "VM.Config.Network",
+      ]],
+    ] as const
+  ) {
+    const res = await setupToken({ roles: ROLES_PVE9 }, [...args], env);
+    assert.equal(res.code, 0, res.stderr);
+    const added = provisioner(res.mutations).filter((p) =>
+      !provisioner(plain.mutations).includes(p)
+    );
+    assert.deepEqual(added, want, args.join(" "));
+  }
+});
+
+for (const [pve, roles] of [["8", ROLES_PVE8], ["9", ROLES_PVE9]] as const) {
+  Deno.test(`setup-token.sh (PVE ${pve}): with --resize-disks --set-network its ACL lets the provider grow a disk and set a VLAN NIC`, async () => {
+    const type: InstanceType = {
+      name: "pve.small",
+      vcpu: 2,
+      memoryMib: 4096,
+      template: { kind: "vmid", vmid: 9000 },
+      diskGib: 30,
+      network: { bridge: "vmbr1", tag: 40 },
+    };
+    const catalog = new Map([["pve.small", type]]);
+    for (
+      const [args, fails] of [
+        [["--resize-disks", "--set-network", "--bridges", "vmbr0,vmbr1"], null],
+        [["--set-network", "--bridges", "vmbr0,vmbr1"], /VM\.Config\.Disk/],
+        [["--resize-disks", "--bridges", "vmbr0,vmbr1"], /VM\.Config\.Network/],
+        [["--resize-disks", "--set-network"], /\/sdn\/zones\/localnetwork\/vmbr1\/40, SDN\.Use/],
+      ] as const
+    ) {
+      const res = await setupToken({ roles }, ["--storages", "ceph-vm", ...args]);
+      assert.equal(res.code, 0, res.stderr);
+      await using r = await rig(
+        {
+          acl: aclOf(res.mutations),
+          bridges: { vmbr0: 1500, vmbr1: 1500 },
+          pveVersion: pve === "9" ? "9.0.3" : "8.4.1",
+        },
+        {},
+        {},
+        { catalog },
+      );
+      const made = await r.backend.create(slot("pve1"), signal()).then(() => null, (e) => e);
+      if (fails === null) {
+        assert.equal(made, null, `${args.join(" ")}: ${made}`);
+        const vm = r.sim.vms().find((v) => !v.config.template)!;
+        assert.match(String(vm.config.scsi0), /size=30G$/);
+        assert.match(String(vm.config.net0), /,bridge=vmbr1,tag=40$/);
+      } else {
+        assert.match(String(made), /403 Permission check failed/, args.join(" "));
+        assert.match(String(made), fails, args.join(" "));
+      }
+    }
+  });
+}
 
 Deno.test("setup-token.sh (PVE 9): its ACL lets the provider clone a template whose cpu is a custom model (qemu-server 9.1.15+ checks Mapping.Use)", async () => {
   const cluster = (cpu: string) => ({

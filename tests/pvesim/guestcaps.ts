@@ -15,6 +15,22 @@
 
 import { fail } from "./errors.ts";
 import type { VmRecord } from "./state.ts";
+import type { SimGuest } from "./captypes.ts";
+
+/** What RHEL and Rocky 10's qemu-guest-agent leaves disabled. */
+export const RHEL10_GUEST: SimGuest = {
+  blockedRpcs: [
+    "guest-exec",
+    "guest-exec-status",
+    "guest-file-open",
+    "guest-file-close",
+    "guest-file-read",
+    "guest-file-write",
+    "guest-file-seek",
+    "guest-file-flush",
+  ],
+  qgaVersion: "9.1.0",
+};
 
 /** The commands a Linux qemu-ga registers (guest-info's supported_commands). */
 const QGA_COMMANDS = [

@@ -4,24 +4,11 @@
 
 import assert from "node:assert/strict";
 import { type Api, cloneAndWait, rawRequest, startAndBoot, until, withSim } from "./testkit.ts";
-import type { SimGuest } from "./mod.ts";
+import { RHEL10_GUEST } from "./mod.ts";
 
 type Obj = Record<string, unknown>;
 const FAST = { cloneMs: 30, cloneNamelessMs: 10, taskMs: 10, agentBootMs: 20 };
-/** What RHEL/Rocky 10's qemu-guest-agent leaves disabled. */
-const RHEL10: SimGuest = {
-  blockedRpcs: [
-    "guest-exec",
-    "guest-exec-status",
-    "guest-file-open",
-    "guest-file-close",
-    "guest-file-read",
-    "guest-file-write",
-    "guest-file-seek",
-    "guest-file-flush",
-  ],
-  qgaVersion: "9.1.0",
-};
+const RHEL10 = RHEL10_GUEST;
 
 async function booted(api: Api): Promise<number> {
   const { newid } = await cloneAndWait(api);

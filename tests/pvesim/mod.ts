@@ -30,6 +30,7 @@ export type * from "./types.ts";
 export type * from "./captypes.ts";
 export type * from "./types_cluster.ts";
 export { issueCert, makeCa, makeTestPki, pemFingerprint } from "./certs.ts";
+export { RHEL10_GUEST } from "./guestcaps.ts";
 
 export const DEFAULT_TIMING: SimTiming = {
   cloneMs: 300,

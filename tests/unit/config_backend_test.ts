@@ -247,3 +247,30 @@ Deno.test("backend: the load bounds on the cluster, 0 for none, bad values refus
     }
   });
 });
+
+Deno.test("backend: --proxmox-vmid-range is kept as [lower, upper); a bad one is one line", async () => {
+  await withFiles(async (dir) => {
+    const c = await loadConfig([...realArgv(dir), "--proxmox-vmid-range=20000-29999"]);
+    assert.deepEqual(c.proxmox!.vmidRange, { lower: 20000, upper: 30000 });
+    await rejects(
+      [...realArgv(dir), "--proxmox-vmid-range=29999-20000"],
+      /^--proxmox-vmid-range: 29999 is above 20000: want FIRST-LAST, lowest first$/,
+    );
+  });
+});
+
+Deno.test("backend: a per-zone storage may only name --nodes", async () => {
+  await withFiles(async (dir) => {
+    const types = `${dir}/types.json`;
+    await Deno.writeTextFile(
+      types,
+      JSON.stringify({
+        "pve.small": { vcpu: 2, memory_mib: 2048, storage: { pve9: "local-lvm" } },
+      }),
+    );
+    await rejects(
+      [...realArgv(dir), `--instance-types=${types}`],
+      /^--instance-types: storage of "pve\.small" names zone "pve9", which is not one of --nodes \(pve1,pve2,pve3\)$/,
+    );
+  });
+});

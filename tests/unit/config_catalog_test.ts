@@ -79,3 +79,80 @@ Deno.test("catalog: invalid files are rejected", () => {
   ];
   for (const [text, re] of bad) assert.throws(() => parseCatalog(text, T9000), re, text);
 });
+
+Deno.test("catalog: disk_gib, storage, clone and network are read only when set", () => {
+  const c = parseCatalog(
+    JSON.stringify({
+      plain: { vcpu: 1, memory_mib: 1024 },
+      full: {
+        vcpu: 2,
+        memory_mib: 2048,
+        disk_gib: 40,
+        storage: "local-lvm",
+        clone: "full",
+        network: { bridge: "vmbr1", tag: 30, mtu: 9000 },
+      },
+      zoned: { vcpu: 2, memory_mib: 2048, storage: { pve1: "local-lvm", pve2: "fast.ssd" } },
+      linked: { vcpu: 2, memory_mib: 2048, clone: "linked", network: { bridge: "vnet1" } },
+    }),
+    T9000,
+  );
+  assert.deepEqual(c.get("plain"), { name: "plain", vcpu: 1, memoryMib: 1024, template: T9000 });
+  const full = c.get("full")!;
+  assert.equal(full.diskGib, 40);
+  assert.deepEqual(full.storage, { kind: "one", storage: "local-lvm" });
+  assert.equal(full.clone, "full");
+  assert.deepEqual(full.network, { bridge: "vmbr1", tag: 30, mtu: 9000 });
+  assert.deepEqual(c.get("zoned")!.storage, {
+    kind: "per-zone",
+    storages: new Map([["pve1", "local-lvm"], ["pve2", "fast.ssd"]]),
+  });
+  assert.equal(c.get("linked")!.clone, "linked");
+  assert.deepEqual(c.get("linked")!.network, { bridge: "vnet1" });
+});
+
+Deno.test("catalog: a bad disk_gib, storage, clone or network is one line naming the entry and field", () => {
+  const entry = (extra: string) => `{"t": {"vcpu": 2, "memory_mib": 1024, ${extra}}}`;
+  const bad: [string, RegExp][] = [
+    ['"disk_gib": 0', /instance type "t": disk_gib must be a positive integer, got 0$/],
+    ['"disk_gib": "40G"', /instance type "t": disk_gib must be a number, got a string$/],
+    ['"storage": 7', /instance type "t": storage must be a string, got a number$/],
+    [
+      '"storage": "local lvm"',
+      /instance type "t": storage "local lvm" is not a Proxmox storage id$/,
+    ],
+    ['"storage": {}', /instance type "t": storage names no zone$/],
+    [
+      '"storage": {"pve1": "-x"}',
+      /instance type "t": storage of zone "pve1" "-x" is not a Proxmox storage id$/,
+    ],
+    ['"clone": "thin"', /instance type "t": clone must be "full" or "linked", got "thin"$/],
+    ['"clone": true', /instance type "t": clone must be "full" or "linked", got a boolean$/],
+    [
+      '"clone": "linked", "storage": "local-lvm"',
+      /instance type "t": storage cannot be set with clone "linked" .*; drop one$/,
+    ],
+    ['"network": "vmbr0"', /instance type "t": network: want an object, got a string$/],
+    ['"network": {"tag": 5}', /instance type "t": network\.bridge is required$/],
+    [
+      '"network": {"bridge": "vm br"}',
+      /instance type "t": network\.bridge "vm br" is not a bridge name$/,
+    ],
+    [
+      '"network": {"bridge": "vmbr0", "tag": 4095}',
+      /instance type "t": network\.tag must be a VLAN id 1-4094, got 4095$/,
+    ],
+    [
+      '"network": {"bridge": "vmbr0", "mtu": 100}',
+      /instance type "t": network\.mtu must be 576-65520 \(or 1: the bridge's\), got 100$/,
+    ],
+    [
+      '"network": {"bridge": "vmbr0", "vlan": 5}',
+      /instance type "t": network: unknown field "vlan" \(known: bridge, tag, mtu\)$/,
+    ],
+    ['"disk": 40', /instance type "t": unknown field "disk" \(did you mean "disk_gib"\?\)$/],
+  ];
+  for (const [extra, re] of bad) {
+    assert.throws(() => parseCatalog(entry(extra), T9000), re, extra);
+  }
+});

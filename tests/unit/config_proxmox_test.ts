@@ -5,6 +5,7 @@ import {
   cleanSecret,
   normaliseFingerprint,
   parseNodes,
+  parseVmidRange,
 } from "../../src/config/proxmox.ts";
 
 const HEX = "ab".repeat(32);
@@ -84,4 +85,17 @@ Deno.test("proxmox: nodes list", () => {
   assert.throws(() => parseNodes("pve1,"), /empty node name/);
   assert.throws(() => parseNodes("pve/1"), /"\/"/);
   assert.throws(() => parseNodes("pve1,pve1"), /listed twice/);
+});
+
+Deno.test("proxmox: --proxmox-vmid-range is FIRST-LAST of VMIDs, kept as [lower, upper)", () => {
+  assert.deepEqual(parseVmidRange("20000-29999"), { lower: 20000, upper: 30000 });
+  assert.deepEqual(parseVmidRange(" 100 - 100 "), { lower: 100, upper: 101 });
+  const bad: [string, RegExp][] = [
+    ["20000", /want FIRST-LAST \(e\.g\. 20000-29999\), got "20000"/],
+    ["a-b", /want FIRST-LAST/],
+    ["99-200", /99 is not a VMID \(100-999999999\)/],
+    ["100-1000000000", /1000000000 is not a VMID/],
+    ["300-200", /300 is above 200: want FIRST-LAST, lowest first/],
+  ];
+  for (const [text, re] of bad) assert.throws(() => parseVmidRange(text), re, text);
 });

@@ -10,6 +10,7 @@ import { getLogger } from "@logtape/logtape";
 import type { InstanceType, TemplateSource } from "../../config/types.ts";
 import { BackendError } from "../../kit/backend.ts";
 import { agentEnabled } from "../vm/agent.ts";
+import { isDriveKey } from "../vm/disks.ts";
 import type { ProxmoxContext } from "../context.ts";
 import { isPermissionError, listResources, readConfig, type VmConfig, vmOf } from "../vm/vm.ts";
 import type { ApiClient } from "../api/client.ts";
@@ -39,6 +40,10 @@ export interface StorageInfo {
   shared: boolean;
   /** storage.cfg `nodes`; undefined = every node. */
   nodes?: string[];
+  /** The storage type (`dir`, `lvmthin`, `rbd`, …); undefined when not listed. */
+  type?: string;
+  /** What it holds (`images`, `iso`, …); undefined when not listed. */
+  content?: string[];
 }
 
 /** A drive of a config that names a volume. */
@@ -47,12 +52,6 @@ export interface Volume {
   volid: string;
   /** The storage id of `storage:name`; null for a path (not a storage volume). */
   storage: string | null;
-}
-
-/** Config keys qemu-server treats as drives. */
-function isDriveKey(key: string): boolean {
-  return /^(ide[0-3]|sata[0-5]|scsi([0-9]|[12][0-9]|30)|virtio([0-9]|1[0-5])|efidisk0|tpmstate0)$/
-    .test(key);
 }
 
 /** Every volume the template's drives use; `none` and the host's physical `cdrom` use none. */
@@ -108,6 +107,10 @@ export async function readStorages(
       shared: Number(r.shared ?? 0) === 1,
       nodes: typeof r.nodes === "string" && r.nodes !== ""
         ? r.nodes.split(",").map((n) => n.trim())
+        : undefined,
+      type: typeof r.type === "string" ? r.type : undefined,
+      content: typeof r.content === "string"
+        ? r.content.split(",").map((c) => c.trim())
         : undefined,
     });
   }
@@ -243,6 +246,14 @@ async function templateNamed(
   return { vmid: hits[0], node: zone, config };
 }
 
+/** Why a clone of `type` from `tmpl` into `zone` cannot be made, as one line; null when it can. */
+export type TypeProblem = (
+  type: InstanceType,
+  tmpl: TemplateRef,
+  zone: string,
+  storages: () => Promise<ReadonlyMap<string, StorageInfo>>,
+) => Promise<string | null>;
+
 /**
  * The startup check: every (instance type, zone) the slots use has a
  * template that can be cloned into that zone. The first definite problem
@@ -255,6 +266,8 @@ export async function checkOfferingTemplates(
   catalog: ReadonlyMap<string, InstanceType>,
   offerings: readonly { instanceType: string; zone: string }[],
   signal: AbortSignal,
+  /** What else the type asks of its template there (a target storage, a linked clone, a disk size). */
+  typeProblem: TypeProblem = () => Promise.resolve(null),
 ): Promise<void> {
   let storages: Promise<Map<string, StorageInfo>> | null = null;
   const cachedStorages = () => storages ??= readStorages(ctx.api, signal);
@@ -268,7 +281,8 @@ export async function checkOfferingTemplates(
     if (type === undefined) continue;
     try {
       const tmpl = await findTemplate(ctx, type.template, zone, signal);
-      const problem = await cloneProblem(tmpl, zone, cachedStorages);
+      const problem = await cloneProblem(tmpl, zone, cachedStorages) ??
+        await typeProblem(type, tmpl, zone, cachedStorages);
       if (problem !== null) problems.push(`offering ${instanceType} in zone ${zone}: ${problem}`);
     } catch (err) {
       if (err instanceof TemplateProblem) {

@@ -9,12 +9,14 @@
 // the VMID taken. Clone tasks are bounded per node and storage (clone_slots.ts).
 
 import { getLogger } from "@logtape/logtape";
-import type { InstanceType } from "../../config/types.ts";
+import type { InstanceType, VmidRange } from "../../config/types.ts";
+import { storageFor } from "../../config/instance_options.ts";
 import { BackendError, type SlotSpec } from "../../kit/backend.ts";
 import { pollUntil, pollWithin } from "../../async/poll.ts";
 import { sleep } from "../../async/sleep.ts";
 import { waitTask } from "../api/tasks.ts";
 import { findTemplate, type TemplateRef } from "../cluster/templates.ts";
+import { explainCloneRefusal } from "../cluster/clone_target.ts";
 import { blockingLock, type Located, readConfig, type VmAt, vmOf, vmPath } from "../vm/vm.ts";
 import type { ProxmoxContext } from "../context.ts";
 import { buildDescription, parseMarker, vmName } from "../naming.ts";
@@ -33,6 +35,8 @@ export interface CloneLimits {
   pool: string;
   /** Clone tasks at once per node and storage (a shared storage: per cluster); 0: no bound. */
   clonesPerStorage: number;
+  /** --proxmox-vmid-range, kept to beside the datacenter's next-id range; null: that alone. */
+  vmidRange?: VmidRange | null;
 }
 
 /** Clone the zone's template for a slot's machine into a fresh VMID. */
@@ -52,7 +56,7 @@ interface Held {
 /** The VMID allocator and the clone bound live as long as the returned function. */
 export function createCloner(ctx: ProxmoxContext, limits: CloneLimits): CloneNew {
   const { api, timing, memory } = ctx;
-  const vmids = createVmidAllocator(api);
+  const vmids = createVmidAllocator(api, limits.vmidRange ?? null);
   const slots = createCloneSlots(ctx, limits.clonesPerStorage);
 
   function heldBy(machineId: string): Held {
@@ -75,6 +79,7 @@ export function createCloner(ctx: ProxmoxContext, limits: CloneLimits): CloneNew
   /** One clone POST into `pinned` or a fresh VMID, followed until its VM can be read. */
   async function cloneOnce(
     slot: SlotSpec,
+    type: InstanceType,
     tmpl: TemplateRef,
     pinned: number | null,
     held: Held,
@@ -87,7 +92,10 @@ export function createCloner(ctx: ProxmoxContext, limits: CloneLimits): CloneNew
       name: vmName(slot.machineId),
       // Name and marker go in the clone itself so an in-flight clone is recognisable.
       description: buildDescription(slot.machineId, slot.operationId),
-      full: 1,
+      // A linked clone shares the template's base disks; a full one copies them, onto the
+      // type's storage for the zone when it names one.
+      full: type.clone === "linked" ? 0 : 1,
+      storage: type.clone === "linked" ? undefined : storageFor(type, slot.zone) ?? undefined,
       pool: limits.pool !== "" ? limits.pool : undefined,
       // No target on the template's own node: only shared storage allows one.
       target: slot.zone !== tmpl.node ? slot.zone : undefined,
@@ -136,8 +144,9 @@ export function createCloner(ctx: ProxmoxContext, limits: CloneLimits): CloneNew
         const tmpl = await unlockedTemplate(ctx, slot, type, signal);
         const tried = await slots.run(
           tmpl,
-          () => cloneOnce(slot, tmpl, pinned, held, signal),
+          () => cloneOnce(slot, type, tmpl, pinned, held, signal),
           signal,
+          type.clone === "linked" ? null : storageFor(type, slot.zone),
         );
         const left = {
           storageLock: storageLocks < timing.raceAttempts,
@@ -208,7 +217,7 @@ export function createCloner(ctx: ProxmoxContext, limits: CloneLimits): CloneNew
             break;
           }
           case "fatal":
-            throw outcome.err;
+            throw explainCloneRefusal(outcome.err, type, slot.zone, tmpl);
         }
       }
     } finally {

@@ -20,8 +20,16 @@ const log = getLogger(["bigfleet", "proxmox"]);
 const STORAGES_MAX_AGE_MS = 60_000;
 
 export interface CloneSlots {
-  /** Run `fn` (one clone of `tmpl`) holding a place on every storage the clone allocates on. */
-  run<T>(tmpl: TemplateRef, fn: () => Promise<T>, signal: AbortSignal): Promise<T>;
+  /**
+   * Run `fn` (one clone of `tmpl`) holding a place on every storage the clone allocates on:
+   * `target` when it names one, else the template's.
+   */
+  run<T>(
+    tmpl: TemplateRef,
+    fn: () => Promise<T>,
+    signal: AbortSignal,
+    target?: string | null,
+  ): Promise<T>;
 }
 
 /** Places for `clonesPerStorage` clones at once per node and storage (0: no bound). */
@@ -36,8 +44,8 @@ export function createCloneSlots(ctx: ProxmoxContext, clonesPerStorage: number):
    * its disks are allocated on, where vdisk_alloc's lock lives (the node's
    * for local storage, the cluster's for shared storage).
    */
-  async function storageKeys(tmpl: TemplateRef): Promise<string[]> {
-    const ids = new Set(copiedVolumes(tmpl.config).map((v) => v.storage ?? ""));
+  async function storageKeys(tmpl: TemplateRef, target: string | null): Promise<string[]> {
+    const ids = new Set(copiedVolumes(tmpl.config).map((v) => target ?? v.storage ?? ""));
     if (ids.size === 0) return [`${tmpl.node} *`];
     const read = () => ({
       at: Date.now(),
@@ -62,8 +70,8 @@ export function createCloneSlots(ctx: ProxmoxContext, clonesPerStorage: number):
   }
 
   return {
-    async run<T>(tmpl: TemplateRef, fn: () => Promise<T>, signal: AbortSignal): Promise<T> {
-      const keys = await storageKeys(tmpl);
+    async run<T>(tmpl: TemplateRef, fn: () => Promise<T>, signal: AbortSignal, target = null) {
+      const keys = await storageKeys(tmpl, target);
       // Places are taken in key order, so no two clones deadlock.
       const held = keys.reduceRight<() => Promise<T>>(
         (inner, key) => () => places.run(key, inner, signal),

@@ -1,8 +1,9 @@
 // Create, as the sequence of steps it performs: (1) check the zone, (2) adopt
-// or clone the machine's VM (a clone only into a node with room for it), (3) size it, (4) have it running with its guest
-// agent up, (5) answer its host ref. Each step is one call into the module
-// that does it (adopt.ts, clone.ts, sizing.ts, ../vm/running.ts); a new step
-// is a line here and a function beside the others.
+// or clone the machine's VM (a clone only into a node with room for it), (3)
+// size it, (4) grow its boot disk, (5) set its first NIC, (6) have it running
+// with its guest agent up, (7) answer its host ref. Each step is one call into
+// the module that does it (adopt.ts, clone.ts, sizing.ts, disk.ts, network.ts,
+// ../vm/running.ts); a new step is a line here and a function beside the others.
 
 import { getLogger } from "@logtape/logtape";
 import type { InstanceType } from "../../config/types.ts";
@@ -16,6 +17,8 @@ import { ensureRunning } from "../vm/running.ts";
 import { findExisting } from "./adopt.ts";
 import { type CloneLimits, type CloneNew, createCloner } from "./clone.ts";
 import { applySizing, stopToApplySizing } from "./sizing.ts";
+import { growBootDisk } from "./disk.ts";
+import { applyNetwork } from "./network.ts";
 
 const log = getLogger(["bigfleet", "proxmox"]);
 
@@ -43,30 +46,35 @@ export function createCreate(ctx: ProxmoxContext, deps: CreateDeps): Create {
     // The type's room on the node is held from here (or from admission) until the Create ends.
     ctx.room.hold(slot.machineId, type, slot.zone);
     try {
-      // Steps 2 and 3 run once per machine at a time: a second Create of it joins the first.
+      // Steps 2 to 5 run once per machine at a time: a second Create of it joins the first.
       const vm = await once.run(slot.machineId, () =>
         observed("CloneVM", async () => {
           // 2. The VM an earlier attempt made for the machine, or a clone of the zone's
           //    template if the node still has room for it.
           const vm = await adoptOrClone(ctx, cloneNew, slot, type, signal);
           ctx.room.vmMade(slot.machineId, vm.vmid);
-          // 3. Sizing, marker and tags. A running VM takes a new size only when it starts
-          //    again: such a VM is stopped here, and step 4 starts it.
+          // 3. Sizing, marker and tags.
           const sized = await applySizing(ctx, vm, slot, type, signal);
-          if (sized.pendingUntilStart.length > 0) {
-            await stopToApplySizing(ctx, vm, sized, slot.machineId, signal);
+          // 4. The boot disk grown to the type's disk_gib (never shrunk; live on a running VM).
+          await growBootDisk(ctx, vm, type, slot.machineId, signal);
+          // 5. The first NIC on the type's bridge, VLAN and MTU. A running VM takes a new size
+          //    or NIC only when it starts again: such a VM is stopped here, and step 6 starts it.
+          const nic = await applyNetwork(ctx, vm, type, signal);
+          const pendingUntilStart = [...sized.pendingUntilStart, ...nic.pendingUntilStart];
+          if (pendingUntilStart.length > 0) {
+            await stopToApplySizing(ctx, vm, { pendingUntilStart }, slot.machineId, signal);
           }
           return vm;
         }));
       ctx.memory.created(vm.vmid, slot.machineId);
-      // 4. Running, with its guest agent answering.
+      // 6. Running, with its guest agent answering.
       await observed("EnsureRunning", () => ensureRunning(ctx, vm, signal));
       log.info("VM {vmid} on {node} is up for machine {machineId}", {
         vmid: vm.vmid,
         node: vm.node,
         machineId: slot.machineId,
       });
-      // 5. Where the VM is, for the kit to record.
+      // 7. Where the VM is, for the kit to record.
       return { hostRef: hostRefOf(vm.node, vm.vmid) };
     } finally {
       ctx.room.createEnded(slot.machineId);

@@ -28,6 +28,8 @@ export function agentPrivileges(pveMajor: number): string[] {
   return pveMajor >= 9 ? ["VM.GuestAgent.Audit", "VM.GuestAgent.Unrestricted"] : ["VM.Monitor"];
 }
 
+const NO_EXTRA = { privileges: [], options: [] };
+
 const VM_PRIVS = [
   "VM.Allocate",
   "VM.Audit",
@@ -42,8 +44,14 @@ const VM_PRIVS = [
  * (PVE applies a pool's grants to its members), or without a pool on /vms,
  * propagated to every new VMID.
  */
-export function poolNeed(pool: string, pveMajor: number): PathNeed {
-  const privileges = [...VM_PRIVS, ...agentPrivileges(pveMajor)].sort();
+export function poolNeed(
+  pool: string,
+  pveMajor: number,
+  /** What the instance types add (disk_gib, network: type_needs.ts) and the options granting it. */
+  extra: { privileges: readonly string[]; options: readonly string[] } = NO_EXTRA,
+): PathNeed {
+  const privileges = [...VM_PRIVS, ...agentPrivileges(pveMajor), ...extra.privileges].sort();
+  const options = extra.options.map((o) => ` ${o}`).join("");
   if (pool === "") {
     return {
       path: "/vms",
@@ -51,7 +59,7 @@ export function poolNeed(pool: string, pveMajor: number): PathNeed {
       propagated: true,
       optional: false,
       purpose: "clone into a new VMID, size, tag, start, stop, destroy and use the guest agent",
-      setupOption: "--pool POOL (then run with --proxmox-pool=POOL)",
+      setupOption: `--pool POOL${options} (then run with --proxmox-pool=POOL)`,
     };
   }
   return {
@@ -60,7 +68,7 @@ export function poolNeed(pool: string, pveMajor: number): PathNeed {
     propagated: false,
     optional: false,
     purpose: "clone into the pool, size, tag, start, stop, destroy and use the guest agent",
-    setupOption: `--pool ${pool}`,
+    setupOption: `--pool ${pool}${options}`,
   };
 }
 

@@ -7,6 +7,7 @@
 import type { Config } from "../../config/types.ts";
 import { DEFAULT_TIMING, type Timing } from "../timing.ts";
 import { connect } from "./connection.ts";
+import { guestChecks } from "./guest.ts";
 import { hooksCheck } from "./hooks.ts";
 import { nodeChecks } from "./nodes.ts";
 import { poolCheck } from "./pool.ts";
@@ -74,6 +75,7 @@ async function checkCluster(run: PreflightRun): Promise<CheckResult[]> {
     run.px.tags.join(",") || "(none)",
     () => tagCheck(run, found),
   );
+  const guest = await guard(run, "guest", "", () => guestChecks(run, found));
   return [
     ...nodes,
     ...pool,
@@ -82,6 +84,7 @@ async function checkCluster(run: PreflightRun): Promise<CheckResult[]> {
     ...templates,
     ...storage,
     ...room,
+    ...guest,
     hooksCheck(run.cfg),
   ];
 }

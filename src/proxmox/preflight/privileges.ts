@@ -22,6 +22,7 @@ import {
 import { type Permissions, toGranted } from "./permissions.ts";
 import { type CheckResult, errText, failed, pass, warn } from "./result.ts";
 import type { PreflightRun } from "./run.ts";
+import { poolExtra, typeSdnNeeds } from "./type_needs.ts";
 import type { Demand } from "./storage.ts";
 import { type Found, pairs } from "./templates.ts";
 
@@ -156,7 +157,7 @@ export async function privilegeChecks(
   found: readonly Found[],
   demand: readonly Demand[],
 ): Promise<CheckResult[]> {
-  const needs: PathNeed[] = [poolNeed(run.px.pool, run.major)];
+  const needs: PathNeed[] = [poolNeed(run.px.pool, run.major, poolExtra(run))];
   for (const node of run.px.nodes) needs.push(nodeAuditNeed(node));
   if (run.px.pool !== "") needs.push(auditAllNeed());
   const vmids = new Set<number>(found.map((f) => f.tmpl.vmid));
@@ -176,6 +177,8 @@ export async function privilegeChecks(
     const configs = [...new Map(found.map((f) => [f.tmpl.vmid, f.tmpl.config])).values()];
     needs.push(...await sdnNeeds(configs, run.perms));
   }
+  // What the instance types' own fields add (disk_gib, network).
+  needs.push(...await typeSdnNeeds(run, (configs) => sdnNeeds(configs, run.perms)));
   try {
     return await checkPrivileges(needs, run.perms, run.px.tokenId, run.major);
   } catch (err) {

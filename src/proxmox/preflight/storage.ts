@@ -1,7 +1,10 @@
-// The storage check of preflight: each storage the clones land on is active
-// and has room for every slot's disks.
+// The storage check of preflight: each storage the clones land on (the
+// template's, or the type's `storage`) is active and has room for every
+// slot's disks (grown to the type's `disk_gib`).
 
-import { type StorageInfo, templateVolumes } from "../cluster/templates.ts";
+import type { StorageInfo } from "../cluster/templates.ts";
+import { cloneDisks } from "../cluster/clone_target.ts";
+import { isCdrom } from "../vm/disks.ts";
 import { isPermissionError } from "../vm/vm.ts";
 import { type CheckResult, errText, failed, gib, pass, plural, warn } from "./result.ts";
 import { guard, type PreflightRun } from "./run.ts";
@@ -18,14 +21,6 @@ export interface Demand {
   clones: Map<string, number>;
 }
 
-/** `size=32G` of a drive (K/M/G/T are powers of 1024; bare is bytes); 0 when absent. */
-export function diskBytes(drive: string): number {
-  const m = /(?:^|,)size=(\d+(?:\.\d+)?)([KMGT]?)(?:,|$)/.exec(drive);
-  if (!m) return 0;
-  const power = { "": 0, K: 1, M: 2, G: 3, T: 4 }[m[2]] ?? 0;
-  return Math.round(Number(m[1]) * 1024 ** power);
-}
-
 /** Disk bytes the offerings' clones need, per storage (per node for a local one). */
 export async function storageDemand(
   run: PreflightRun,
@@ -37,10 +32,10 @@ export async function storageDemand(
   // reads it too reports the error.
   const storages = await run.storages().catch(() => new Map<string, StorageInfo>());
   for (const f of found.filter((x) => x.clonable)) {
-    for (const v of templateVolumes(f.tmpl.config)) {
-      const value = String(f.tmpl.config[v.key]);
+    const config = f.tmpl.config;
+    for (const v of cloneDisks(f.type, f.zone, config)) {
       // A CD-ROM (an ISO, the cloud-init drive) is referenced or regenerated, not copied.
-      if (v.storage === null || /(^|,)media=cdrom(,|$)/.test(value)) continue;
+      if (v.storage === null || isCdrom(config[v.key])) continue;
       const shared = storages.get(v.storage)?.shared ?? false;
       const key = shared ? v.storage : `${v.storage}\u0000${f.zone}`;
       const d = out.get(key) ?? {
@@ -50,7 +45,7 @@ export async function storageDemand(
         bytes: 0,
         clones: new Map<string, number>(),
       };
-      d.bytes += diskBytes(value) * f.count;
+      d.bytes += v.bytes * f.count;
       d.clones.set(`${f.type.name}/${f.zone}`, f.count);
       out.set(key, d);
     }

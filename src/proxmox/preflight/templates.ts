@@ -1,6 +1,7 @@
 // The template check of preflight, with the backend's own lookup: each
 // offering's template exists, is a template with the guest agent, passes no
-// host device through, and can be cloned to its zone.
+// host device through, can be cloned to its zone, and suits what the type
+// asks (its storage, a linked clone, its disk size: ../cluster/clone_target.ts).
 
 import type { Config, InstanceType } from "../../config/types.ts";
 import {
@@ -11,6 +12,8 @@ import {
 } from "../cluster/templates.ts";
 import { isPermissionError, type VmConfig } from "../vm/vm.ts";
 import { rootOnlyDevices } from "./needs.ts";
+import { cloneTargetFinding } from "../cluster/clone_target.ts";
+import { storageFor } from "../../config/instance_options.ts";
 import { type CheckResult, errText, failed, pass, skipped, warn } from "./result.ts";
 import { guard, type PreflightRun } from "./run.ts";
 
@@ -141,7 +144,13 @@ async function oneTemplate(
     }
     reach = `clones to ${pair.zone} (every volume on shared storage)`;
   }
-  const what = `${where}: a template with the guest agent enabled; ${reach}`;
+  // What the type asks beyond a plain full clone: a target storage, a linked clone, a disk size.
+  const target = await cloneTargetFinding(pair.type, tmpl, pair.zone, () => run.storages());
+  if (target !== null) {
+    record.clonable = false;
+    return [failed("template", subject, `${where}: ${target.problem}`, target.fix)];
+  }
+  const what = `${where}: a template with the guest agent enabled; ${reach}${typeNotes(pair)}`;
   const lock = config.lock;
   if (typeof lock === "string" && lock !== "") {
     return [warn(
@@ -152,6 +161,22 @@ async function oneTemplate(
     )];
   }
   return [pass("template", subject, what)];
+}
+
+/** What a pair's type adds to its clones, for the PASS line (`; linked clones; disk 40 GiB`). */
+function typeNotes({ type, zone }: Pair): string {
+  const notes: string[] = [];
+  if (type.clone === "linked") notes.push("linked clones");
+  const storage = storageFor(type, zone);
+  if (storage !== null && type.clone !== "linked") notes.push(`disks onto ${storage}`);
+  if (type.diskGib !== undefined) notes.push(`boot disk grown to ${type.diskGib} GiB`);
+  if (type.network !== undefined) {
+    const { bridge, tag, mtu } = type.network;
+    const more = [tag !== undefined ? `tag ${tag}` : "", mtu !== undefined ? `mtu ${mtu}` : ""]
+      .filter((x) => x !== "");
+    notes.push(`net0 on ${bridge}${more.length > 0 ? ` (${more.join(", ")})` : ""}`);
+  }
+  return notes.map((n) => `; ${n}`).join("");
 }
 
 function templateFix(err: TemplateProblem): string {

@@ -197,7 +197,13 @@ export async function writeGuestFile(
     ["/bin/sh", "-c", assembleScript(file, parts)],
     execTiming,
     signal,
-  );
+  ).catch(async (err) => {
+    // Refused outright, so nothing ran (a guest without a shell): no rm can run either, so the
+    // parts, which hold the secret, are overwritten in place instead. A lost answer may have
+    // run the assembly, which must not be raced.
+    if (!signal.aborted && !isTransient(err)) await wipeGuestFiles(vm, parts, signal);
+    throw err;
+  });
   if (res.exitCode !== 0) {
     // Best effort: the parts hold the secret blob; do not leave them behind. The assembly's
     // failure is what the caller gets; a cleanup that fails too is said here (paths only).
@@ -213,6 +219,28 @@ export async function writeGuestFile(
     throw commandFailed(`assembling ${file} from ${parts.length} parts in the guest`, res);
   }
   return { parts: parts.length };
+}
+
+/**
+ * Overwrite files in the guest with one newline each (file-write truncates),
+ * where no command can remove them: what they held (a secret) is gone. Best
+ * effort: a failure is logged with the paths only.
+ */
+export async function wipeGuestFiles(
+  vm: VmRef,
+  files: readonly string[],
+  signal: AbortSignal,
+): Promise<void> {
+  for (const file of files) {
+    await writeOne(vm, file, new Uint8Array([10]), signal).catch((err) => {
+      log.warn("could not overwrite {file} in VM {vmid}: {error}; remove it in the guest", {
+        file,
+        vmid: vm.vmid,
+        node: vm.node,
+        error: (err as Error).message,
+      });
+    });
+  }
 }
 
 /**
