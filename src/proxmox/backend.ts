@@ -22,6 +22,7 @@ import { checkNodes, type NodeCheck } from "./cluster/nodes.ts";
 import { readyDeadline, waitReady } from "./vm/ready.ts";
 import { checkOfferingTemplates } from "./cluster/templates.ts";
 import { secondsSince } from "../async/elapsed.ts";
+import { watchRetiringTokens } from "./retiring.ts";
 
 /** The Backend, describing VMs with their node, VMID and power state too. */
 export interface ProxmoxBackend extends Backend {
@@ -58,6 +59,8 @@ export async function createProxmoxBackend(
     ctx.api.close();
     throw err;
   }
+  // Says once per token a rotation retires when removing it loses nothing.
+  const retiring = watchRetiringTokens(ctx);
   const { drain: drainTimeoutMs, configure: configureTimeoutMs } = withDefaultTimeouts(
     deps.timeouts,
   );
@@ -121,6 +124,7 @@ export async function createProxmoxBackend(
         () => inspectVm(ctx, cfg.catalog.get(machine.instanceType), machine, signal),
       ),
     close() {
+      retiring.stop();
       nodes.stop();
       ctx.api.close();
       return Promise.resolve();
