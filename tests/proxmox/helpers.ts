@@ -29,6 +29,7 @@ export const FAST: Partial<Timing> = {
   cloneSettleMs: 1500,
   probeTimeoutMs: 4000,
   volumeRetry: { initialMs: 10, maxMs: 40 },
+  outageRecheck: { initialMs: 50, maxMs: 200 },
 };
 
 /** Every log record the backend emitted, rendered as one line each (message + properties). */
