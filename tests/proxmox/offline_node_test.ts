@@ -3,12 +3,23 @@
 // rest of the cluster, and the outage is logged once.
 
 import assert from "node:assert/strict";
+import { builtinCatalog } from "../../src/config/catalog.ts";
 import { createProxmoxBackend } from "../../src/proxmox/mod.ts";
 import { buildDescription } from "../../src/proxmox/naming.ts";
 import { Harness, MachineState, startProvider } from "../harness/mod.ts";
 import { startSimulator } from "../pvesim/mod.ts";
 import { sleep, waitFor } from "../server/helpers.ts";
-import { FAST, logLines, providerArgs, providerRig, rig, signal, slot, vmidOf } from "./helpers.ts";
+import {
+  FAST,
+  listedGuest,
+  logLines,
+  providerArgs,
+  providerRig,
+  rig,
+  signal,
+  slot,
+  vmidOf,
+} from "./helpers.ts";
 
 const toNode = (node: string) => (q: { path: string }) => q.path.startsWith(`/nodes/${node}/`);
 const outageLines = (node: string) =>
@@ -138,6 +149,9 @@ Deno.test({
   },
 });
 
+/** The rig's simulator timings (rig() sets them unless `timing` is given). */
+const QUICK = { cloneMs: 120, cloneNamelessMs: 40, taskMs: 20, agentBootMs: 80, execMs: 20 };
+
 /** A provider process on three nodes, pve3 to be cut off: its first call there waits 1 s, then 595. */
 async function threeNodes() {
   const r = await providerRig({
@@ -223,15 +237,7 @@ Deno.test({
 Deno.test("a Drain that meets a node cut off waits for it and completes when it rejoins in time", async () => {
   await using r = await rig({
     nodes: ["pve1", "pve2", "pve3"],
-    timing: {
-      cloneMs: 120,
-      cloneNamelessMs: 40,
-      taskMs: 20,
-      agentBootMs: 80,
-      execMs: 20,
-      proxyTimeoutMs: 300,
-      noRouteMs: 20,
-    },
+    timing: { ...QUICK, proxyTimeoutMs: 300, noRouteMs: 20 },
   }, { nodes: ["pve1", "pve2", "pve3"] });
   const s = slot("pve3");
   const { hostRef } = await r.backend.create(s, signal());
@@ -250,4 +256,89 @@ Deno.test("a Drain that meets a node cut off waits for it and completes when it 
     1,
     "kubectl drain ran once the node was back",
   );
+});
+
+Deno.test("an offline node's stale, then bare, /cluster/resources entries: a restarted backend starts, describes no orphan and finds the other zones' templates; the offline zone's template is unreachable, not missing", async () => {
+  const template = {
+    kind: "per-zone" as const,
+    vmids: new Map([["pve1", 9000], ["pve3", 9003]]),
+  };
+  const zones = (...z: string[]) =>
+    z.map((zone) => ({ instanceType: "pve.small", zone, count: 1, resources: [], labels: [] }));
+  await using r = await rig(
+    {
+      nodes: ["pve1", "pve2", "pve3"],
+      templates: [
+        { vmid: 9000, node: "pve1", name: "tmpl-1", tags: "bigfleet" },
+        { vmid: 9003, node: "pve3", name: "tmpl-3", tags: "bigfleet", sharedStorage: false },
+      ],
+      timing: {
+        ...QUICK,
+        resourcesLagMs: 20,
+        proxyTimeoutMs: 200,
+        noRouteMs: 10,
+        statusStaleMs: 800,
+      },
+    },
+    { nodes: ["pve1", "pve2", "pve3"] },
+    {},
+    {
+      catalog: builtinCatalog(template),
+      template,
+      offerings: zones("pve1", "pve3"),
+    },
+  );
+  const s = slot("pve3");
+  const { hostRef } = await r.backend.create(s, signal());
+  r.sim.cutNode("pve3", "link");
+  const vmsNow = async () => {
+    const fresh = await createProxmoxBackend(r.cfg, { timing: FAST });
+    try {
+      return await fresh.describe(signal());
+    } finally {
+      await fresh.close();
+    }
+  };
+  // Stale: the guest listed as it was; then bare: no name, no template flag.
+  for (const phase of ["stale", "bare"]) {
+    if (phase === "bare") await sleep(1_000);
+    const guest = await listedGuest(r.sim, vmidOf(hostRef));
+    const tmpl = await listedGuest(r.sim, 9003);
+    if (phase === "stale") {
+      assert.equal(guest?.status, "running");
+      assert.equal(tmpl?.template, 1);
+    } else {
+      assert.deepEqual([guest?.status, "name" in guest!], ["unknown", false]);
+      assert.deepEqual([tmpl?.status, "template" in tmpl!], ["unknown", false]);
+    }
+    // Started (the template check leaves the unreachable zone to Create) and no orphan.
+    assert.deepEqual((await vmsNow()).map((v) => v.machineId), [], phase);
+  }
+  // The zone whose node is up still creates; the offline one's template is not "missing".
+  const up = await r.backend.create(slot("pve1"), signal());
+  assert.match(up.hostRef, /^pve1\//);
+  const err = await r.backend.create(slot("pve3"), AbortSignal.timeout(5_000)).then(
+    () => null,
+    (e) => e as Error,
+  );
+  assert.ok(err !== null);
+  assert.doesNotMatch(err.message, /not found on any node|no template/);
+});
+
+Deno.test("a clone into a VMID that lives on an offline node (200, then `close (rename) atomic file …: File exists`) is a lost VMID race: the Create takes a new VMID", async () => {
+  await using r = await rig({
+    nodes: ["pve1", "pve3"],
+    timing: QUICK,
+  }, { nodes: ["pve1"] });
+  r.sim.cutNode("pve3", "daemons");
+  // Someone else's VM appears in our newid on pve3 between nextid and the clone.
+  r.sim.faults.nextidRace = 1;
+  r.sim.faults.nextidRaceKind = "other-node";
+  const { hostRef } = await r.backend.create(slot("pve1"), signal());
+  const lost = r.sim.tasks().find((t) => t.type === "qmclone" && t.exitstatus !== "OK");
+  assert.match(lost?.exitstatus ?? "", /^close \(rename\) atomic file '.*' failed: File exists$/);
+  const foreign = r.sim.vms().find((v) => v.foreign)!;
+  assert.equal(foreign.node, "pve3");
+  assert.notEqual(vmidOf(hostRef), foreign.vmid);
+  assert.match(hostRef, /^pve1\//);
 });

@@ -9,7 +9,16 @@ import assert from "node:assert/strict";
 import type { Config } from "../../src/config/types.ts";
 import { createProxmoxBackend } from "../../src/proxmox/mod.ts";
 import { waitFor } from "../server/helpers.ts";
-import { FAST, logLines, rig, setupTokenAcl, signal, slot, vmidOf } from "./helpers.ts";
+import {
+  FAST,
+  listedGuest,
+  logLines,
+  rig,
+  setupTokenAcl,
+  signal,
+  slot,
+  vmidOf,
+} from "./helpers.ts";
 
 type R = Awaited<ReturnType<typeof rig>>;
 
@@ -128,6 +137,28 @@ Deno.test("a pool-only token and a shared template on a node outside --nodes: a 
     r.sim.tasks().filter((t) => t.type === "qmclone").every((t) => t.node === "pve3"),
     "clone tasks run on the template's node",
   );
+});
+
+Deno.test("a clone into a VMID a template had is listed `template: 1` for a while: a restarted provider still adopts it, and describe reports it", async () => {
+  // /cluster/resources takes name and template flag from pvestatd's data, keyed by VMID and
+  // a cycle late (docs/proxmox-notes.md "A node that is down").
+  await using r = await rig({ timing: { ...SLOW_FIRST_DISK.timing, resourcesLagMs: 6_000 } });
+  r.sim.addVm({ vmid: 100, name: "old-template", template: true });
+  await waitFor("the old template listed", async () => {
+    const listed = await listedGuest(r.sim, 100);
+    return listed?.template === 1 || undefined;
+  });
+  r.sim.deleteVmOutOfBand(100);
+  assert.equal(await killAndRestart(r), 100);
+  assert.equal((await listedGuest(r.sim, 100))?.template, 1, "still listed as a template");
+  const fresh = await createProxmoxBackend(r.cfg, { timing: FAST });
+  try {
+    const vms = await fresh.describe(signal());
+    assert.deepEqual(vms.map((v) => v.vmid), [100]);
+    assert.match(vms[0].machineId, /^proxmox\/OnDemand\/pve\.small\/pve1\//);
+  } finally {
+    await fresh.close();
+  }
 });
 
 Deno.test("a clone POST answered 596, then a restart: the new process adopts that clone", async () => {
