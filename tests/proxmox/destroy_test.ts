@@ -184,3 +184,61 @@ Deno.test("configure on a VM left as a `lock: destroyed` stub fails with that, w
   assert.match(String(err), new RegExp(`VM ${vmid} .*lock: destroyed`));
   assert.ok(Date.now() - t0 < 5_000, "not waited on until the deadline");
 });
+
+Deno.test("delete whose destroy outlives its token (rotated and removed mid-destroy): the Delete ends, and a disk the destroy could not free is found without its log, retried and counted", async () => {
+  const leaked: string[] = [];
+  const dir = await Deno.makeTempDir({ prefix: "bf-rotated-destroy-" });
+  const file = `${dir}/token`;
+  // setup-token.sh's grants (tasks are per token), plus Datastore.Allocate on the disks' storage.
+  const acl = await setupTokenAcl();
+  for (const ugid of ["user", "token"] as const) {
+    acl.entries.push({ path: "/storage/ceph-vm", privs: ["Datastore.Allocate"], ugid });
+  }
+  try {
+    await using r = await rig(
+      {
+        acl,
+        timing: { cloneMs: 120, cloneNamelessMs: 40, taskMs: 2_500, agentBootMs: 80, execMs: 20 },
+      },
+      (sim) => {
+        Deno.writeTextFileSync(file, `${sim.tokenId}=${sim.tokenSecret}\n`);
+        return { tokenFile: file };
+      },
+      {
+        leaked: (v: string) => leaked.push(v),
+        timing: { ...FAST, volumeAttempts: 2, volumeRetry: { initialMs: 10, maxMs: 20 } },
+      },
+    );
+    const s = slot("pve1");
+    const { hostRef } = await r.backend.create(s, signal());
+    const vmid = vmidOf(hostRef);
+    const disk = diskOf(r, vmid);
+    r.sim.faults.volumeFreeFailures = [{ match: disk, message: watched(vmid) }];
+    const from = logLines.length;
+    const deleted = r.backend.delete({ machineId: s.machineId, hostRef }, signal());
+    await waitFor(
+      "the destroy running",
+      () =>
+        r.sim.tasks().some((t) => t.type === "qmdestroy" && t.status === "running") || undefined,
+    );
+    const B = "bigfleet@pve!autoscaler-r1";
+    r.sim.addToken(B, "secret-r1");
+    await Deno.writeTextFile(file, `${B}=secret-r1\n${r.sim.tokenId}=${r.sim.tokenSecret}\n`);
+    await waitFor(
+      "the switch",
+      () => logLines.slice(from).some((l) => l.includes(`now using token ${B}`)) || undefined,
+    );
+    r.sim.removeToken(r.sim.tokenId);
+    assert.ok(r.sim.tasks().some((t) => t.type === "qmdestroy" && t.status === "running"));
+    await deleted;
+    assert.equal(r.sim.vm(vmid), undefined, "the VM is gone");
+    const lines = logLines.slice(from);
+    assert.ok(
+      lines.some((l) => /destroy of VM \d+\) cannot be read .*following what it does/.test(l)),
+    );
+    assert.deepEqual(leaked, [disk], "seen without the destroy's log, and counted");
+    assert.equal(contentDeletes(r).length, 2, "retried: volumeAttempts frees");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
