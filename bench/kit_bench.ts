@@ -4,8 +4,8 @@
 
 import { createFakeBackend } from "../src/fake/backend.ts";
 import { startKit } from "../src/kit/kit.ts";
-import type { Kit } from "../src/kit/kit.ts";
-import { openKvStore } from "../src/kit/kv_store.ts";
+import type { Kit } from "../src/kit/api.ts";
+import { openKvStore } from "../src/store/kv_store.ts";
 import { createMemoryStore } from "../src/kit/store.ts";
 import type { StateStore } from "../src/kit/store.ts";
 import type { Slot } from "../src/config/types.ts";

@@ -9,10 +9,10 @@
 import { loadConfig } from "../src/config/load.ts";
 import { createFakeBackend } from "../src/fake/backend.ts";
 import { startKit } from "../src/kit/kit.ts";
-import { openKvStore } from "../src/kit/kv_store.ts";
+import { openKvStore } from "../src/store/kv_store.ts";
 import type { StateStore } from "../src/kit/store.ts";
-import { readBase } from "../src/kit/kv_base.ts";
-import type { BaseRef } from "../src/kit/kv_base.ts";
+import { readBase } from "../src/store/kv_base.ts";
+import type { BaseRef } from "../src/store/kv_base.ts";
 import { startGrpcServer } from "../src/server/grpc.ts";
 import { providerCommand } from "../tests/harness/mod.ts";
 import type { RestartPhases } from "./fleet_report.ts";

@@ -1,24 +1,23 @@
 // Assembles one provider from a validated Config: metrics and probes, backend,
-// state store, kit, gRPC listener and the reconcile loop. main.ts adds process
-// concerns (flags, signals, crash guards, exit codes); tests call startApp
-// directly to inject a backend or wrap the kit.
+// state store, kit, gRPC listener and the reconcile loop. src/cli/serve.ts adds
+// the process's concerns (logging, signals, uncaught-error handlers, exit codes); tests
+// call startApp directly to inject a backend or wrap the kit.
 
 import { getLogger } from "@logtape/logtape";
 import type { Config } from "./config/types.ts";
 import { createFakeBackend } from "./fake/backend.ts";
 import type { Backend } from "./kit/backend.ts";
 import { startKit } from "./kit/kit.ts";
-import type { Kit } from "./kit/kit.ts";
-import { openKvStore } from "./kit/kv_store.ts";
+import type { Kit, KitRpc } from "./kit/api.ts";
+import { openKvStore } from "./store/kv_store.ts";
 import { createMemoryStore } from "./kit/store.ts";
-import type { StateStore } from "./kit/store.ts";
 import { type Timeouts, withDefaultTimeouts } from "./kit/timeouts.ts";
 import { startAdminServer } from "./server/admin.ts";
 import type { AdminServer } from "./server/admin.ts";
 import { startGrpcServer } from "./server/grpc.ts";
 import type { GrpcServer } from "./server/grpc.ts";
-import { startOpsServer } from "./server/http.ts";
-import type { Readiness } from "./server/http.ts";
+import { startOpsServer } from "./server/metrics_http.ts";
+import type { OpsServer, Readiness } from "./server/metrics_http.ts";
 import { createMetrics } from "./server/metrics.ts";
 import type { Metrics } from "./server/metrics.ts";
 import { createRpcObserver } from "./server/rpc_observer.ts";
@@ -30,10 +29,10 @@ export interface AppOptions {
   backend?: Backend;
   /** Transition timeouts in ms; defaults: docs/design.md#transitions-and-timeouts. */
   timeouts?: Partial<Timeouts>;
-  /** Metrics to record into; main.ts shares them with the crash guards. */
+  /** Metrics to record into; src/cli/serve.ts shares them with the uncaught-error handlers. */
   metrics?: Metrics;
   /** Wraps the kit the server calls (tests inject throwing or slow kits). */
-  wrapKit?: (kit: Kit) => Kit;
+  wrapKit?: (kit: Kit) => KitRpc;
   /** How long stop() lets in-flight Get and List calls run before cutting them. */
   shutdownGraceMs?: number;
 }
@@ -67,65 +66,38 @@ const LOGGED_IDS = 20;
 export async function startApp(config: Config, opts: AppOptions = {}): Promise<App> {
   const metrics = opts.metrics ?? createMetrics();
   const readiness: Readiness = { ready: false };
-  // First, so /healthz answers while the inventory loads and /readyz says 503.
-  const ops = config.metricsAddr ? startOpsServer(config.metricsAddr, metrics, readiness) : null;
   const { tls, security } = listenerTls(config.tls);
   const timeouts = withDefaultTimeouts(opts.timeouts);
+  // A failed start closes what it started, last first, and throws its own error.
+  await using rollback = new AsyncDisposableStack();
 
-  let backend: Backend | undefined;
-  let store: StateStore | undefined;
-  let kit: Kit | undefined;
-  let server: GrpcServer | undefined;
-  let admin: AdminServer | null = null;
-  try {
-    // First: a second provider on the same state is refused before it does anything.
-    store = config.statePath ? await openKvStore(config.statePath) : createMemoryStore();
-    backend = opts.backend ?? await createBackend(config, metrics, timeouts);
-    if (backend.kind === "fake") {
-      log.warn(
-        "running the in-memory FAKE backend: no Proxmox VM is ever created (testing and demos only)",
-      );
-    }
-    kit = await startKit({
-      provider: config.provider,
-      backend,
-      store,
-      slots: config.slots,
-      timeouts,
-      observer: metrics.fleet,
-    });
-    metrics.transitionTimeouts(timeouts);
-    server = await startGrpcServer({
-      kit: opts.wrapKit ? opts.wrapKit(kit) : kit,
-      provider: config.provider,
-      host: config.addr.host,
-      port: config.addr.port,
-      tls,
-      reflection: config.reflection,
-      observer: createRpcObserver(metrics),
-    });
-    if (config.adminSocket !== null) {
-      const adminKit = kit;
-      admin = await startAdminServer({
-        path: config.adminSocket,
-        kit: adminKit,
-        metrics,
-        openStore: (path) => openKvStore(path),
-      }).catch((e) => {
-        throw new Error(`--admin-socket ${JSON.stringify(config.adminSocket)}: ${e.message}`);
-      });
-    }
-  } catch (e) {
-    await server?.shutdown(0);
-    // The kit closes its store; without a kit the store (and its lock) is closed here.
-    await (kit ?? store)?.close().catch(() => {});
-    await backend?.close().catch(() => {});
-    await ops?.close();
-    throw e;
-  }
+  // 1. Probes first, so /healthz answers while the inventory loads and /readyz says 503.
+  const ops = config.metricsAddr ? startOpsServer(config.metricsAddr, metrics, readiness) : null;
+  if (ops) rollback.defer(() => ops.close().catch(() => {}));
+  // 2. The state store, the backend and the kit over them.
+  const { backend, kit } = await startCore(config, opts, metrics, timeouts);
+  rollback.defer(() => backend.close().catch(() => {}));
+  rollback.defer(() => kit.close().catch(() => {}));
+  metrics.transitionTimeouts(timeouts);
+  // 3. The gRPC listener, then the admin socket.
+  const server = await startGrpcServer({
+    kit: opts.wrapKit ? opts.wrapKit(kit) : kit,
+    provider: config.provider,
+    host: config.addr.host,
+    port: config.addr.port,
+    tls,
+    reflection: config.reflection,
+    observer: createRpcObserver(metrics),
+  });
+  rollback.defer(() => server.shutdown(0).catch(() => {}));
+  const admin = config.adminSocket === null
+    ? null
+    : await startAdmin(config.adminSocket, kit, metrics);
+  // Started: from here the app's stop() closes everything.
+  rollback.move();
 
-  const counted = kit;
-  metrics.watchFailed(() => counted.countFailed());
+  // 4. Serving: failed machines counted, the reconcile loop, probes and health say so.
+  metrics.watchFailed(() => kit.countFailed());
   const stopReconcile = startReconcileLoop(kit, config.reconcileIntervalMs, metrics);
   server.markServing();
   readiness.ready = true;
@@ -147,69 +119,136 @@ export async function startApp(config: Config, opts: AppOptions = {}): Promise<A
     state: config.statePath || "memory",
   });
 
-  const liveKit = kit;
-  const liveBackend = backend;
-  const liveServer = server;
+  const running: Running = {
+    config,
+    opts,
+    readiness,
+    stopReconcile,
+    admin,
+    server,
+    kit,
+    backend,
+    ops,
+  };
   let stopping: Promise<StopResult> | null = null;
   return {
-    grpcPort: liveServer.port,
+    grpcPort: server.port,
     metricsPort: ops?.port ?? null,
-    kit: liveKit,
+    kit,
     metrics,
     stop(now) {
-      stopping ??= (async () => {
-        // Probes flip before anything stops, so balancers drain us first.
-        readiness.ready = false;
-        stopReconcile();
-        // No new admin requests; one under way (a recovery) is waited for like a transition.
-        const adminClosed = admin?.close();
-        const timeoutMs = config.shutdownTimeoutMs;
-        const grace = opts.shutdownGraceMs ?? SHUTDOWN_GRACE_MS;
-        log.info(
-          "shutting down: not ready, new lifecycle calls refused (UNAVAILABLE), Get and List " +
-            "still answered",
-          { running: liveKit.running, shutdown_timeout_ms: timeoutMs },
-        );
-        const timeout = new AbortController();
-        const timer = setTimeout(() => timeout.abort(), timeoutMs);
-        const cut = now ? AbortSignal.any([now, timeout.signal]) : timeout.signal;
-        // Lifecycle calls already on the wire are not new: they get up to the
-        // RPC grace to be answered (and to start their transitions) before the
-        // wait for transitions; one still arriving after that is refused.
-        const arrivals = new AbortController();
-        const arrivalTimer = setTimeout(() => arrivals.abort(), grace);
-        await liveServer.refuseLifecycle(AbortSignal.any([cut, arrivals.signal]));
-        clearTimeout(arrivalTimer);
-        if (liveKit.running > 0 && !cut.aborted) {
-          log.info("waiting up to {ms} ms for {count} running transitions", {
-            ms: timeoutMs,
-            count: liveKit.running,
-          });
-        }
-        const unfinished = await liveKit.finish(cut);
-        clearTimeout(timer);
-        if (unfinished.length > 0) {
-          log.warn(
-            "stopping with {count} transitions still running ({why}); they come back FAILED " +
-              "at the next start",
-            {
-              count: unfinished.length,
-              why: now?.aborted ? "second signal" : `shutdown timeout ${timeoutMs} ms`,
-              machines: unfinished.slice(0, LOGGED_IDS).join(","),
-            },
-          );
-        }
-        await liveServer.shutdown(now?.aborted ? 0 : grace, now);
-        await adminClosed;
-        await liveKit.close();
-        await liveBackend.close();
-        await ops?.close();
-        log.info("stopped");
-        return { unfinished };
-      })();
+      stopping ??= stopApp(running, now);
       return stopping;
     },
   };
+}
+
+/**
+ * The state store (locked first: a second provider on the same state is
+ * refused before it does anything), the backend, and the kit, which from
+ * then on owns the store: a failure before that closes what was opened.
+ */
+async function startCore(
+  config: Config,
+  opts: AppOptions,
+  metrics: Metrics,
+  timeouts: Timeouts,
+): Promise<{ backend: Backend; kit: Kit }> {
+  await using rollback = new AsyncDisposableStack();
+  const store = config.statePath ? await openKvStore(config.statePath) : createMemoryStore();
+  rollback.defer(() => store.close().catch(() => {}));
+  const backend = opts.backend ?? await createBackend(config, metrics, timeouts);
+  rollback.defer(() => backend.close().catch(() => {}));
+  if (backend.kind === "fake") {
+    log.warn(
+      "running the in-memory FAKE backend: no Proxmox VM is ever created (testing and demos only)",
+    );
+  }
+  const kit = await startKit({
+    provider: config.provider,
+    backend,
+    store,
+    slots: config.slots,
+    timeouts,
+    observer: metrics.fleet,
+  });
+  // The kit closes the store; the caller closes the backend.
+  rollback.move();
+  return { backend, kit };
+}
+
+async function startAdmin(path: string, kit: Kit, metrics: Metrics): Promise<AdminServer> {
+  try {
+    return await startAdminServer({ path, kit, metrics, openStore: (p) => openKvStore(p) });
+  } catch (e) {
+    throw new Error(`--admin-socket ${JSON.stringify(path)}: ${(e as Error).message}`);
+  }
+}
+
+/** What a started app stops. */
+interface Running {
+  config: Config;
+  opts: AppOptions;
+  readiness: Readiness;
+  stopReconcile: () => void;
+  admin: AdminServer | null;
+  server: GrpcServer;
+  kit: Kit;
+  backend: Backend;
+  ops: OpsServer | null;
+}
+
+/** The graceful stop (App.stop). */
+async function stopApp(app: Running, now: AbortSignal | undefined): Promise<StopResult> {
+  const { config, opts, readiness, admin, server, kit, backend, ops } = app;
+  // Probes flip before anything stops, so balancers drain us first.
+  readiness.ready = false;
+  app.stopReconcile();
+  // No new admin requests; one under way (a recovery) is waited for like a transition.
+  const adminClosed = admin?.close();
+  const timeoutMs = config.shutdownTimeoutMs;
+  const grace = opts.shutdownGraceMs ?? SHUTDOWN_GRACE_MS;
+  log.info(
+    "shutting down: not ready, new lifecycle calls refused (UNAVAILABLE), Get and List " +
+      "still answered",
+    { running: kit.running, shutdown_timeout_ms: timeoutMs },
+  );
+  const timeout = new AbortController();
+  const timer = setTimeout(() => timeout.abort(), timeoutMs);
+  const cut = now ? AbortSignal.any([now, timeout.signal]) : timeout.signal;
+  // Lifecycle calls already on the wire are not new: they get up to the
+  // RPC grace to be answered (and to start their transitions) before the
+  // wait for transitions; one still arriving after that is refused.
+  const arrivals = new AbortController();
+  const arrivalTimer = setTimeout(() => arrivals.abort(), grace);
+  await server.refuseLifecycle(AbortSignal.any([cut, arrivals.signal]));
+  clearTimeout(arrivalTimer);
+  if (kit.running > 0 && !cut.aborted) {
+    log.info("waiting up to {ms} ms for {count} running transitions", {
+      ms: timeoutMs,
+      count: kit.running,
+    });
+  }
+  const unfinished = await kit.finish(cut);
+  clearTimeout(timer);
+  if (unfinished.length > 0) {
+    log.warn(
+      "stopping with {count} transitions still running ({why}); they come back FAILED " +
+        "at the next start",
+      {
+        count: unfinished.length,
+        why: now?.aborted ? "second signal" : `shutdown timeout ${timeoutMs} ms`,
+        machines: unfinished.slice(0, LOGGED_IDS).join(","),
+      },
+    );
+  }
+  await server.shutdown(now?.aborted ? 0 : grace, now);
+  await adminClosed;
+  await kit.close();
+  await backend.close();
+  await ops?.close();
+  log.info("stopped");
+  return { unfinished };
 }
 
 /** The backend the config selects, with the real one's startup checks (also for `smoke`). */

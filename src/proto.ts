@@ -1,6 +1,6 @@
 // Where the CapacityProvider contract's proto file is, for the two that read
 // it: the server's reflection (src/server/grpc.ts) and the CLI's client
-// (src/cli/wire.ts). `deno compile --include proto/` bundles it.
+// (src/client/wire.ts). `deno compile --include proto/` bundles it.
 
 import { fileURLToPath } from "node:url";
 

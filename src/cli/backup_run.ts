@@ -3,8 +3,8 @@
 
 import { oneLine, quote } from "../config/errors.ts";
 import { type AdminAnswer, type Sink, writeAll } from "../server/admin_wire.ts";
-import { ADMIN_FLAGS } from "./admin_flags.ts";
-import { adminCall, AdminFailure, parseAdminCommand } from "./admin_client.ts";
+import { ADMIN_FLAGS, parseAdminCommand } from "./admin_flags.ts";
+import { adminCall, AdminFailure } from "../client/admin_client.ts";
 import { type Context, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, fail } from "./command.ts";
 
 type BackedUp = AdminAnswer & { ok: true; op: "backup" };

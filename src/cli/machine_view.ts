@@ -4,7 +4,7 @@
 // replaced before anything reaches a terminal.
 
 import { stringify as toYaml } from "yaml";
-import { capacityTypeName, stateName, type WireMachine } from "./wire.ts";
+import { capacityTypeName, stateName, type WireMachine } from "../client/wire.ts";
 
 export const FORMATS = ["table", "wide", "json", "yaml", "name"] as const;
 export type Format = (typeof FORMATS)[number];

@@ -4,7 +4,7 @@
 import { flagError, forFlag, oneLine, quote } from "../config/errors.ts";
 import { nearest, type Parsed } from "../config/flags.ts";
 import { ConfigError } from "../config/types.ts";
-import { checkTarget, ProviderReader, RpcFailure } from "./client.ts";
+import { checkTarget, ProviderReader, RpcFailure } from "../client/client.ts";
 import {
   type Context,
   EXIT_FAILURE,
@@ -16,7 +16,7 @@ import {
   positiveDuration,
   write,
 } from "./command.ts";
-import { clientChannel } from "./credentials.ts";
+import { clientChannel } from "../client/credentials.ts";
 import {
   byId,
   document,
@@ -28,7 +28,7 @@ import {
   view,
 } from "./machine_view.ts";
 import { CONNECTION_FLAGS, FILTER_FLAGS, GET_FLAGS, LIST_FLAGS, WATCH_FLAGS } from "./machines.ts";
-import { machineStates, type WireMachine } from "./wire.ts";
+import { machineStates, type WireMachine } from "../client/wire.ts";
 
 type ConnectionValues = Parsed<typeof CONNECTION_FLAGS>["values"];
 type FilterValues = Parsed<typeof FILTER_FLAGS>["values"];

@@ -2,7 +2,8 @@
 
 import { oneLine, quote } from "../config/errors.ts";
 import type { AdminAnswer, AdminMachine } from "../server/admin_wire.ts";
-import { adminCall, AdminFailure, parseAdminCommand } from "./admin_client.ts";
+import { adminCall, AdminFailure } from "../client/admin_client.ts";
+import { parseAdminCommand } from "./admin_flags.ts";
 import {
   type Context,
   EXIT_FAILURE,

@@ -12,7 +12,7 @@ import { FLAG_TABLE, parseArgv } from "../config/flags.ts";
 import { loadConfig } from "../config/load.ts";
 import { ConfigError } from "../config/types.ts";
 import { type App, startApp } from "../app.ts";
-import { installCrashGuards } from "../server/guards.ts";
+import { catchUncaught } from "../server/uncaught.ts";
 import { setupLogging } from "../server/log.ts";
 import { createMetrics } from "../server/metrics.ts";
 import {
@@ -77,7 +77,7 @@ async function runServe(args: string[], ctx: Context): Promise<number> {
   setupLogging(config.log);
   for (const warning of config.warnings) log.warn(warning);
   const metrics = createMetrics();
-  installCrashGuards(metrics);
+  catchUncaught(metrics);
   const stopped = Promise.withResolvers<number>();
   const now = new AbortController();
   let app: App | null = null;

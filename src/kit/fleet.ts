@@ -6,13 +6,13 @@
 // machine with a change the store has not committed yet, the record (and
 // last-change revision) as last committed. Reads answer from it while the
 // store cannot commit, so they never show a change a crash could still undo
-// (src/kit/kit.ts). It costs an entry per change in flight, dropped as commits land.
+// (src/kit/answers.ts). It costs an entry per change in flight, dropped as commits land.
 //
 // The fleet is the one writer of machines and the revision, boot included
 // (`openFleet`): a new fleet is the store's first state, written whole; a
 // restored one writes what boot changed through the same put/remove as a call.
 
-import type { BootInventory } from "./inventory.ts";
+import type { BootInventory } from "./boot.ts";
 import type { MachineRecord } from "./model.ts";
 import { parseRevision } from "./revision.ts";
 import type { StateStore } from "./store.ts";

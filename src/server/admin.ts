@@ -7,7 +7,7 @@
 import { getLogger } from "@logtape/logtape";
 import { dirname } from "node:path";
 import { Code, KitError } from "../kit/errors.ts";
-import type { Kit, RecoverResult } from "../kit/kit.ts";
+import type { KitOperator, RecoverResult } from "../kit/api.ts";
 import { STATE_NAMES } from "../kit/model.ts";
 import type { MachineRecord } from "../kit/model.ts";
 import type { StateStore } from "../kit/store.ts";
@@ -26,7 +26,7 @@ import type { Metrics } from "./metrics.ts";
 
 export interface AdminOptions {
   path: string;
-  kit: Kit;
+  kit: KitOperator;
   metrics: Metrics;
   /** Opens a new, empty state store at a path (a backup is written through it). */
   openStore(path: string): Promise<StateStore>;

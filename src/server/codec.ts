@@ -9,9 +9,9 @@
 
 // The minimal build: Reader and Writer without the .proto parser, ~8 ms less start-up.
 import protobuf from "protobufjs/minimal.js";
-// The requests decode into the kit's own shapes (src/kit/kit.ts), declared once there.
+// The requests decode into the kit's own shapes (src/kit/api.ts), declared once there.
 import type { Token } from "../kit/fence.ts";
-import type { Call, ConfigureCall, DrainCall, ListQuery } from "../kit/kit.ts";
+import type { Call, ConfigureCall, DrainCall, ListQuery } from "../kit/api.ts";
 import type { MachineRecord, Pairs } from "../kit/model.ts";
 
 const { Reader, Writer } = protobuf;

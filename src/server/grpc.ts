@@ -10,7 +10,7 @@ import * as grpc from "@grpc/grpc-js";
 import { Buffer } from "node:buffer";
 import { setImmediate } from "node:timers";
 import type { TlsOptions } from "node:tls";
-import type { Ack, Call as KitCall, Kit } from "../kit/kit.ts";
+import type { Ack, Call as KitCall, KitRpc } from "../kit/api.ts";
 import { PROTO_PATH } from "../proto.ts";
 import { Code, KitError } from "../kit/errors.ts";
 import { encodeRevision } from "../kit/revision.ts";
@@ -55,7 +55,7 @@ export interface RpcObserver {
 }
 
 export interface GrpcOptions {
-  kit: Kit;
+  kit: KitRpc;
   provider: string;
   host: string;
   port: number;

@@ -1,9 +1,9 @@
 // A socket as node:http2 sees it once the frame guard sits in front of it:
-// the peer's bytes pass through a GoawayFilter (src/server/h2_frame_guard.ts),
+// the peer's bytes pass through a GoawayFilter (src/server/goaway_filter.ts),
 // our bytes are written straight through. The server's listener hands one per
 // client connection to grpc-js (with the preface check, the unread-bytes cap
 // and a linger after our end); the CLI's channels read the provider through
-// one (src/cli/goaway_guard.ts), since a client reading a server's GOAWAY is
+// one (src/client/goaway_credentials.ts), since a client reading a server's GOAWAY is
 // hit by the same node:http2 defect.
 
 import { getLogger } from "@logtape/logtape";
@@ -11,7 +11,7 @@ import type { Buffer } from "node:buffer";
 import type * as net from "node:net";
 import { Duplex } from "node:stream";
 import type * as tls from "node:tls";
-import { CLIENT_PREFACE, GoawayFilter, NO_PREFACE } from "./h2_frame_guard.ts";
+import { CLIENT_PREFACE, GoawayFilter, NO_PREFACE } from "./goaway_filter.ts";
 
 const log = getLogger(["bigfleet", "listener"]);
 

@@ -1,7 +1,7 @@
 // The gRPC port's accept loop. The listener owns the TCP (and TLS) side and
 // hands each connection to grpc-js only once its HTTP/2 client preface has
 // arrived, as a stream whose client bytes pass through the frame guard
-// (src/server/h2_frame_guard.ts). On the way it enforces the connection
+// (src/server/goaway_filter.ts). On the way it enforces the connection
 // limits of src/server/limits.ts: a connection cap that sheds half-open
 // connections first, one deadline for the TLS handshake plus the preface, and
 // a cap on response bytes a client leaves unread. Why the listener is ours

@@ -13,8 +13,8 @@ import { loadConfig } from "../../src/config/load.ts";
 import { createFakeBackend } from "../../src/fake/backend.ts";
 import { Code as KitCode, KitError } from "../../src/kit/errors.ts";
 import { startKit } from "../../src/kit/kit.ts";
-import type { Kit } from "../../src/kit/kit.ts";
-import { openKvStore } from "../../src/kit/kv_store.ts";
+import type { Kit } from "../../src/kit/api.ts";
+import { openKvStore } from "../../src/store/kv_store.ts";
 import { State } from "../../src/kit/model.ts";
 import type { StateStore } from "../../src/kit/store.ts";
 import {

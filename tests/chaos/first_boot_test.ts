@@ -26,6 +26,7 @@ import {
   spawnProvider,
   startProvider,
   tail,
+  waitFor,
 } from "../harness/mod.ts";
 
 const KILLS = Number(Deno.env.get("BFCHAOS_BOOT_KILLS") ?? 20);
@@ -44,15 +45,19 @@ async function listIds(p: ProviderProcess): Promise<Set<string>> {
 type Spawned = ReturnType<typeof spawnProvider>;
 
 /** Milliseconds from now until `sp` has written a line containing `text` (it must not exit first). */
-async function until(sp: Spawned, text: string): Promise<number> {
+async function msUntilLogged(sp: Spawned, text: string): Promise<number> {
   const t0 = performance.now();
   let exited = false;
   sp.child.status.then(() => exited = true);
-  while (!sp.stderr().includes(text)) {
-    assert.ok(!exited, `the provider exited before "${text}":\n${tail(sp.stderr())}`);
-    assert.ok(performance.now() - t0 < 60_000, `no "${text}" within 60 s:\n${tail(sp.stderr())}`);
-    await new Promise((r) => setTimeout(r, 2));
-  }
+  await waitFor(
+    () => `"${text}" in its log:\n${tail(sp.stderr())}`,
+    () => {
+      assert.ok(!exited, `the provider exited before "${text}":\n${tail(sp.stderr())}`);
+      return sp.stderr().includes(text);
+    },
+    60_000,
+    2,
+  );
   return performance.now() - t0;
 }
 
@@ -90,8 +95,8 @@ Deno.test({
       let build = Infinity;
       for (let i = 0; i < 2; i++) {
         const ref = spawnProvider(args(`${dir}/ref-${i}.kv`));
-        await until(ref, "\n");
-        build = Math.min(build, await until(ref, "inventory ready"));
+        await msUntilLogged(ref, "\n");
+        build = Math.min(build, await msUntilLogged(ref, "inventory ready"));
         await kill(ref);
       }
       const check = await startProvider({
@@ -107,7 +112,7 @@ Deno.test({
         const state = `${dir}/trial-${i}.kv`;
         const after = Math.round(build * 1.1 * rng.float());
         const sp = spawnProvider(args(state));
-        await until(sp, "\n");
+        await msUntilLogged(sp, "\n");
         await new Promise((r) => setTimeout(r, after));
         await kill(sp);
         if (!sp.stderr().includes("inventory ready")) outcomes.early++;

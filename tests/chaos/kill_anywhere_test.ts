@@ -36,6 +36,7 @@ import {
   stateName,
   tail,
   TRANSITIONAL_STATES,
+  waitFor,
 } from "../harness/mod.ts";
 
 const KILLS = Number(Deno.env.get("BFCHAOS_KILLS") ?? 20);
@@ -193,16 +194,14 @@ async function worker(
         m.fence = { shard, seq: counters.seq[w] };
       }
       tally.acks++;
-      for (;;) {
+      // A kill ends the wait with an error (the Get fails), and the life with it.
+      await waitFor(`${m.id} to reach ${stateName(TO[kind])}`, async () => {
         const g = await c.get({ id: m.id });
-        if (g.state === TO[kind]) {
-          break;
-        }
         if (g.state === St.FAILED) {
           throw new Error(`${m.id} went FAILED: ${g.last_error}`);
         }
-        await sleep(20);
-      }
+        return g.state === TO[kind];
+      }, 60_000);
       m.state = TO[kind];
       m.observed = true;
       if (kind === "drain" || kind === "delete") {

@@ -10,7 +10,7 @@
 // BFCHAOS_STORE_KILLS (default 25) sizes it; BFCONF_SEED replays the instants.
 
 import assert from "node:assert/strict";
-import { openKvStore } from "../../src/kit/kv_store.ts";
+import { openKvStore } from "../../src/store/kv_store.ts";
 import { REPO_ROOT, Rng } from "../harness/mod.ts";
 import { BIG_ID, FLIP_ID, genMachine } from "./store_writer.ts";
 

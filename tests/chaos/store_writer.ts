@@ -7,8 +7,8 @@
 //
 // Usage: store_writer.ts <state path> <machines per generation>
 
-import { openKvStore } from "../../src/kit/kv_store.ts";
-import { slotMachine } from "../../src/kit/capacity.ts";
+import { openKvStore } from "../../src/store/kv_store.ts";
+import { slotMachine } from "../../src/kit/slot_changes.ts";
 import type { MachineRecord } from "../../src/kit/model.ts";
 
 export const BIG_ID = "big";

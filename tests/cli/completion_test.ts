@@ -1,13 +1,14 @@
 // `completion bash|zsh|fish` through the real entrypoint, each script run by
 // its real shell: at every command path it offers exactly the subcommands
 // (or fixed arguments) and flags the command tables hold, which are the ones
-// --help prints. bash is always here; zsh and fish are skipped, with one line
-// saying so, where they are not installed (apt-get install zsh fish).
+// --help prints. bash is always here; the zsh and fish tests are ignored, with
+// one line saying so, where they are not installed (apt-get install zsh fish).
 
 import assert from "node:assert/strict";
 import { COMMANDS } from "../../src/cli/cli.ts";
 import type { Command } from "../../src/cli/command.ts";
 import { FLAG_TABLE } from "../../src/config/flags.ts";
+import { ignoreWithout } from "../harness/tools.ts";
 import { cli, lines } from "./helpers.ts";
 
 const PROGRAM = "bigfleet-proxmox";
@@ -42,14 +43,6 @@ async function script(shell: string): Promise<string> {
   const file = await Deno.makeTempFile({ prefix: `bf-completion-`, suffix: `.${shell}` });
   await Deno.writeTextFile(file, r.stdout);
   return file;
-}
-
-async function installed(shell: string): Promise<boolean> {
-  try {
-    return (await new Deno.Command(shell, { args: ["-c", "true"] }).output()).success;
-  } catch {
-    return false;
-  }
 }
 
 async function run(shell: string, args: string[], cwd?: string): Promise<string[]> {
@@ -97,11 +90,13 @@ Deno.test("completion: bash offers each command's subcommands, arguments and fla
   assert.deepEqual(await complete([PROGRAM, "mach"]), ["machines"]);
 });
 
-Deno.test("completion: zsh offers the same per command path (run by zsh, its completion helpers stubbed)", async () => {
-  if (!await installed("zsh")) {
-    console.log("skip: zsh is not installed (apt-get install zsh)");
-    return;
-  }
+const ZSH_TEST =
+  "completion: zsh offers the same per command path (run by zsh, its completion helpers stubbed)";
+
+Deno.test({
+  name: ZSH_TEST,
+  ignore: ignoreWithout(ZSH_TEST, "zsh", "apt-get install zsh"),
+}, async () => {
   const file = await script("zsh");
   // _describe prints the array it is given; _files says FILES.
   const stubs = "_describe() { local arr=$4; print -l -- ${(P)arr} }; _files() { print FILES };";
@@ -122,11 +117,12 @@ Deno.test("completion: zsh offers the same per command path (run by zsh, its com
   assert.deepEqual(await complete([PROGRAM, "machines", "get", "--target", ""]), ["FILES"]);
 });
 
-Deno.test("completion: fish offers the same per command path (fish's own complete -C)", async () => {
-  if (!await installed("fish")) {
-    console.log("skip: fish is not installed (apt-get install fish)");
-    return;
-  }
+const FISH_TEST = "completion: fish offers the same per command path (fish's own complete -C)";
+
+Deno.test({
+  name: FISH_TEST,
+  ignore: ignoreWithout(FISH_TEST, "fish", "apt-get install fish"),
+}, async () => {
   const file = await script("fish");
   // Where nothing is left to offer fish falls back to file names: none in an empty folder.
   const empty = await Deno.makeTempDir({ prefix: "bf-completion-" });

@@ -88,7 +88,9 @@ Deno.test({
     assert.doesNotMatch(offerings, /no effect/, "§ Offerings must not say a change has no effect");
     assert.match(offerings, /changed offerings file .* is applied at the next\s+start/);
     // What the binary does: the second start with more slots serves them, and says so.
-    const { fakeProviderArgs, startProvider, Harness } = await import("../harness/mod.ts");
+    const { fakeProviderArgs, startProvider, Harness, waitForServing } = await import(
+      "../harness/mod.ts"
+    );
     const dir = await Deno.makeTempDir({ prefix: "bf-docs-" });
     const file = `${dir}/offerings.json`;
     const offer = (count: number) =>
@@ -110,16 +112,7 @@ Deno.test({
         const h = new Harness(p.addr);
         try {
           assert.equal((await h.list()).machines.length, count);
-          const serving = await (async () => {
-            for (let i = 0; i < 200; i++) {
-              const line = p.stderr().split("\n").find((l) =>
-                l.includes("serving CapacityProvider")
-              );
-              if (line) return JSON.parse(line);
-              await new Promise((r) => setTimeout(r, 25));
-            }
-            throw new Error("no serving line");
-          })();
+          const serving = await waitForServing(p);
           assert.equal(serving.capacity, capacity);
         } finally {
           h.close();

@@ -12,6 +12,7 @@ import {
   MachineState as St,
   type ProviderProcess,
   startProvider,
+  waitFor,
 } from "../harness/mod.ts";
 import { startMutatingProxy } from "../conformance/mutating_proxy.ts";
 import { issueCert, makeCa } from "../pvesim/certs.ts";
@@ -44,25 +45,13 @@ const target = (f: Fleet) => `--target=${f.proc.addr}`;
 /** Counts events (Lists a proxy answered); a test waits for a count, bounded. */
 class Counter {
   count = 0;
-  #waiters: (() => void)[] = [];
 
   bump(): void {
     this.count++;
-    for (const w of this.#waiters.splice(0)) w();
   }
 
   async reach(n: number, what: string, timeoutMs = 20_000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (this.count < n) {
-      const left = deadline - Date.now();
-      if (left <= 0) throw new Error(`timed out waiting for ${what} (${this.count} of ${n})`);
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      await new Promise<void>((resolve) => {
-        this.#waiters.push(resolve);
-        timer = setTimeout(resolve, left);
-      });
-      clearTimeout(timer);
-    }
+    await waitFor(() => `${what} (${this.count} of ${n})`, () => this.count >= n, timeoutMs, 5);
   }
 }
 

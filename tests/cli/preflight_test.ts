@@ -635,7 +635,7 @@ Deno.test({
   async fn() {
     const storages = [
       { id: "local", type: "dir", content: "iso,vztmpl,backup,snippets" },
-      // 20 GiB used by others, 20 GiB by the template's own disk.
+      // 20 GiB used by others and 20 GiB by the template's own disk: 60 GiB free.
       { id: "ceph-vm", type: "rbd", totalBytes: 100 * GIB, usedBytes: 20 * GIB },
     ];
     await withRig({ storages }, async (r) => {

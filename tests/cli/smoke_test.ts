@@ -5,7 +5,7 @@
 // VM; a state another process holds is refused before anything is created.
 
 import assert from "node:assert/strict";
-import { lockState } from "../../src/kit/state_lock.ts";
+import { lockState } from "../../src/store/state_lock.ts";
 import { type Simulator, startSimulator } from "../pvesim/mod.ts";
 import { providerArgs } from "../proxmox/helpers.ts";
 import { cli, type CliResult, lines } from "./helpers.ts";

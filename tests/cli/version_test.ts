@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { parse as parseYaml } from "yaml";
 import { COMMIT_STAMP, VERSION } from "../../src/version.ts";
 import { DEFAULT_PROVIDER_CMD, REPO_ROOT } from "../harness/process.ts";
-import { logLines, sample, scrape, startWithMetrics, waitFor } from "../server/helpers.ts";
+import { sample, scrape, startWithMetrics, waitForServing } from "../server/helpers.ts";
 import { cli, lines } from "./helpers.ts";
 
 const opts = { sanitizeOps: false, sanitizeResources: false };
@@ -155,10 +155,7 @@ Deno.test({
   async fn() {
     const proc = await startWithMetrics(["--seed-count=2"]);
     try {
-      const serving = await waitFor(
-        "the serving line",
-        () => logLines(proc.stderr()).find((l) => l.message === "serving CapacityProvider"),
-      );
+      const serving = await waitForServing(proc);
       assert.equal(serving.version, VERSION);
       assert.match(String(serving.commit), /^([0-9a-f]{7,40}|unknown)$/);
       const v = await cli(["version", "-o", "json"]);

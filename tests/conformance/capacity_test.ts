@@ -1,5 +1,5 @@
 // Live capacity changes: a restart on an existing --state with changed
-// offerings applies them by the rules in src/kit/capacity.ts, through the
+// offerings applies them by the rules in src/kit/slot_changes.ts, through the
 // real provider process.
 
 import assert from "node:assert/strict";
@@ -13,6 +13,8 @@ import {
   type ProviderProcess,
   startProvider,
   stateName,
+  waitFor,
+  waitForServing,
 } from "../harness/mod.ts";
 
 const opts = { sanitizeOps: false, sanitizeResources: false };
@@ -45,12 +47,7 @@ async function states(h: Harness): Promise<Record<string, string>> {
 
 /** The startup line reports the change once the log has it. */
 async function capacityLine(proc: ProviderProcess): Promise<string | undefined> {
-  for (let i = 0; i < 100; i++) {
-    const line = proc.stderr().split("\n").find((l) => l.includes("serving CapacityProvider"));
-    if (line) return JSON.parse(line).capacity;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  assert.fail("no serving line");
+  return (await waitForServing(proc)).capacity as string | undefined;
 }
 
 Deno.test(
@@ -93,15 +90,16 @@ Deno.test(
     await l.h.drain(retired.id);
     await l.h.mustReach(retired.id, St.IDLE);
     await l.h.delete(retired.id);
-    for (let i = 0; i < 200; i++) {
-      const got = await outcome(l.h.get(retired.id));
-      if (!got.ok) {
-        assertCode(got, Code.NOT_FOUND, "a deleted retired machine is gone");
-        break;
-      }
-      assert.ok(i < 199, `still ${stateName(got.value.state)}`);
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    let last = "";
+    const gone = await waitFor(
+      () => `${retired.id} to leave the inventory (still ${last})`,
+      async () => {
+        const got = await outcome(l.h.get(retired.id));
+        if (got.ok) last = stateName(got.value.state);
+        return got.ok ? undefined : got;
+      },
+    );
+    assertCode(gone, Code.NOT_FOUND, "a deleted retired machine is gone");
     await stop(l);
 
     // The same offerings again: nothing to change, the fleet is as it was left.

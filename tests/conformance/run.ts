@@ -9,7 +9,7 @@
 import { nearest, parseArgv } from "../../src/config/flags.ts";
 import { ConfigError } from "../../src/config/types.ts";
 import { forFlag, quote } from "../../src/config/errors.ts";
-import { checkTarget, ProviderReader } from "../../src/cli/client.ts";
+import { checkTarget, ProviderReader } from "../../src/client/client.ts";
 import {
   type Command,
   EXIT_FAILURE,
@@ -18,7 +18,7 @@ import {
   fail,
   write,
 } from "../../src/cli/command.ts";
-import { clientChannel } from "../../src/cli/credentials.ts";
+import { clientChannel } from "../../src/client/credentials.ts";
 import { helpText } from "../../src/cli/help.ts";
 import { VERSION } from "../../src/version.ts";
 import { REPO_ROOT } from "../harness/process.ts";

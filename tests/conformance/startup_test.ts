@@ -13,6 +13,8 @@ import {
   runUntilExit,
   startProvider,
   tail,
+  waitFor,
+  waitForServingLine,
 } from "../harness/mod.ts";
 import { type Simulator, startSimulator } from "../pvesim/mod.ts";
 import { providerArgs } from "../proxmox/helpers.ts";
@@ -294,15 +296,6 @@ Deno.test({
   },
 });
 
-/** Polls `cond` every 20 ms until it holds; fails after `ms` saying what was awaited. */
-async function until(cond: () => boolean, what: string, ms = 10_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 Deno.test({
   name: "[startup] the fake backend with a cluster's --proxmox-api-url is refused, naming both",
   async fn() {
@@ -379,7 +372,7 @@ Deno.test({
         p.stderr().split("\n").filter(isJsonRecord).map((l) => JSON.parse(l)).find((r) =>
           r.level === "WARN" && r.message.includes("defines no offerings")
         );
-      await until(() => warned() !== undefined, "the empty-offerings WARN");
+      await waitFor("the empty-offerings WARN", () => warned() !== undefined);
       assert.match(warned().message, /serves 0 machines/);
       assert.ok(warned().message.includes(offers));
     } finally {
@@ -404,7 +397,10 @@ Deno.test({
         await h.list();
         const records = () => p.stderr().split("\n").filter(isJsonRecord).map((l) => JSON.parse(l));
         // The fake's WARN comes before the port opens; no INFO line (inventory, serving) may show.
-        await until(() => records().some((r) => r.level === "WARN"), `${spelling}: the WARN line`);
+        await waitFor(
+          `${spelling}: the WARN line`,
+          () => records().some((r) => r.level === "WARN"),
+        );
         assert.deepEqual(
           records().filter((r) => r.level === "INFO").map((r) => r.message),
           [],
@@ -437,11 +433,8 @@ Deno.test({
     const h = new Harness(p.addr);
     try {
       await h.walkToIdle();
-      const serving = () =>
-        p.stderr().split("\n").find((l) => l.includes("serving CapacityProvider"));
-      await until(() => serving() !== undefined, "the serving line");
       assert.match(
-        serving()!,
+        await waitForServingLine(p),
         /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z INFO {2}bigfleet: serving CapacityProvider .*\bproxmox_backend=fake\b.*\bmachines=8\b/,
       );
       const lines = p.stderr().split("\n").filter((l) => l.trim() !== "");
@@ -494,20 +487,20 @@ Deno.test({
     const h = new Harness(p.addr);
     try {
       const records = () => p.stderr().split("\n").filter(isJsonRecord).map((l) => JSON.parse(l));
-      await until(
+      await waitFor(
+        "the WARN that --nodes could not be checked",
         () =>
           records().some((r) =>
             r.level === "WARN" && /could not list the cluster's nodes/.test(r.message)
           ),
-        "the WARN that --nodes could not be checked",
       );
       sim.faults.http596 = [];
-      await until(
+      await waitFor(
+        "the ERROR once the check ran",
         () =>
           records().some((r) =>
             r.level === "ERROR" && /node "pve9" in --nodes is not a node/.test(r.message)
           ),
-        "the ERROR once the check ran",
         30_000,
       );
       const pve9 = (await h.list()).machines.find((m) => m.zone === "pve9")!;

@@ -3,6 +3,7 @@
 // that record every call (no Proxmox node needed).
 
 import assert from "node:assert/strict";
+import { ignoreWithout } from "../harness/tools.ts";
 import { ROOT } from "./helm_helpers.ts";
 import { rig, signal, slot } from "../proxmox/helpers.ts";
 import { aclOf, ROLES_PVE8, ROLES_PVE9, run, SECRET, SETUP, setupToken } from "./setup_token.ts";
@@ -11,15 +12,6 @@ import { parseTokenFile } from "../../src/config/proxmox.ts";
 
 const SCRIPTS = [SETUP, `${ROOT}deploy/install-helm.sh`];
 
-function onPath(cmd: string): boolean {
-  try {
-    return new Deno.Command("sh", { args: ["-c", `command -v ${cmd}`], stdout: "null" })
-      .outputSync().success;
-  } catch {
-    return false;
-  }
-}
-
 Deno.test("host scripts: sh -n", async () => {
   for (const script of SCRIPTS) {
     const res = await run("sh", ["-n", script]);
@@ -27,9 +19,11 @@ Deno.test("host scripts: sh -n", async () => {
   }
 });
 
+const SHELLCHECK_TEST = "host scripts: shellcheck -s sh";
+
 Deno.test({
-  name: "host scripts: shellcheck -s sh",
-  ignore: !onPath("shellcheck"),
+  name: SHELLCHECK_TEST,
+  ignore: ignoreWithout(SHELLCHECK_TEST, "shellcheck", "apt-get install shellcheck"),
   fn: async () => {
     for (const script of SCRIPTS) {
       const res = await run("shellcheck", ["-s", "sh", script]);
@@ -284,12 +278,7 @@ Deno.test("setup-token.sh: --vlan-tags grants exactly those VLANs of each bridge
   }
 });
 
-for (
-  const [pve, roles, pveVersion] of [
-    ["8", ROLES_PVE8, "8.4.1"],
-    ["9", ROLES_PVE9, "9.2.11"],
-  ] as const
-) {
+for (const [pve, roles] of [["8", ROLES_PVE8], ["9", ROLES_PVE9]] as const) {
   Deno.test(`setup-token.sh (PVE ${pve}): its ACL lets the provider clone a template whose NIC has a VLAN tag`, async () => {
     for (
       const [args, ok] of [
@@ -301,8 +290,9 @@ for (
       // The simulator's template disk is on ceph-vm: clone checks AllocateSpace there.
       const res = await setupToken({ roles }, ["--storages", "ceph-vm", ...args]);
       assert.equal(res.code, 0, res.stderr);
-      // The simulator checks the agent's privileges of its version (PVE 9: VM.GuestAgent.*).
-      await using r = await rig({ pveVersion, acl: aclOf(res.mutations) });
+      // The simulator of the same major version: PVE 9 checks the agent's own privileges.
+      const pveVersion = pve === "9" ? "9.2.11" : "8.4.1";
+      await using r = await rig({ acl: aclOf(res.mutations), pveVersion });
       r.sim.editVmOutOfBand(9000, (c) => {
         c.net0 = `${c.net0},tag=100`;
       });
@@ -419,4 +409,29 @@ Deno.test("setup-token.sh: no Mapping.Use where no template has a custom model, 
   const missing = await setupToken({ roles: ROLES_PVE9, ...CPU_CLUSTER }, ["--templates", "9100"]);
   assert.equal(missing.code, 0, missing.stderr);
   assert.match(missing.stderr, /template 9100: not found in the cluster/);
+});
+
+Deno.test("setup-token.sh (PVE 9): its ACL lets the provider clone a template whose cpu is a custom model (qemu-server 9.1.15+ checks Mapping.Use)", async () => {
+  const cluster = (cpu: string) => ({
+    roles: ROLES_PVE9,
+    resources: '[{"id":"qemu/9000","type":"qemu","vmid":9000,"node":"pve1","template":1}]',
+    configs: { "pve1/9000": `{"cpu":"${cpu}","template":1}` },
+  });
+  for (const [seen, ok] of [["custom-bigfleet", true], ["host", false]] as const) {
+    // What the script read of the template decides the grant; the template itself is custom.
+    const res = await setupToken(cluster(seen), ["--storages", "ceph-vm"]);
+    assert.equal(res.code, 0, res.stderr);
+    await using r = await rig({ acl: aclOf(res.mutations), pveVersion: "9.2.11" });
+    r.sim.editVmOutOfBand(9000, (c) => {
+      c.cpu = "custom-bigfleet";
+    });
+    const made = await r.backend.create(slot("pve1"), signal()).then(() => null, (e) => e);
+    if (ok) assert.equal(made, null, `${seen}: ${made}`);
+    else {
+      assert.match(
+        String(made),
+        /403 Permission check failed \(\/mapping\/cpu\/bigfleet, Mapping\.Use\)/,
+      );
+    }
+  }
 });

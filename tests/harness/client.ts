@@ -3,7 +3,7 @@
 // like a grpc-go test that dials its own ClientConn.
 
 import * as grpc from "@grpc/grpc-js";
-import { guardGoaway } from "../../src/cli/goaway_guard.ts";
+import { withGoawayFilter } from "../../src/client/goaway_credentials.ts";
 import { capacityProviderCtor } from "./proto.ts";
 import type {
   ConfigureRequest,
@@ -90,7 +90,7 @@ export class ProviderClient {
     const Ctor = capacityProviderCtor();
     this.#client = new Ctor(
       addr,
-      opts.credentials ?? guardGoaway(grpc.credentials.createInsecure()),
+      opts.credentials ?? withGoawayFilter(grpc.credentials.createInsecure()),
       {
         ...opts.channelOptions,
         "grpc.max_receive_message_length": opts.maxReceiveBytes ?? DEFAULT_RECEIVE_BYTES,

@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { type DialOptions, type Outcome, outcome, ProviderClient } from "./client.ts";
 import { Rng } from "./rand.ts";
-import { sleep } from "./time.ts";
+import { sleep, waitFor } from "./time.ts";
 import { assertOk, bytesEqual } from "./assert.ts";
 import {
   Code,
@@ -183,25 +183,22 @@ export class Harness {
     timeoutMs = this.opts.settleMs ?? SETTLE_MS,
     pollMs = POLL_MS,
   ): Promise<Machine> {
-    const deadline = Date.now() + timeoutMs;
     let last: Machine | undefined;
-    for (;;) {
-      last = await this.get(id);
-      if (last.state === state) return last;
-      if (last.state === MachineState.FAILED) {
-        assert.fail(
-          `${id}: want ${stateName(state)}, machine went FAILED (last_error ${
-            JSON.stringify(last.last_error)
-          })`,
-        );
-      }
-      if (Date.now() >= deadline) break;
-      await sleep(pollMs);
-    }
-    assert.fail(
-      `${id}: did not reach ${stateName(state)} within ${timeoutMs} ms (last ${
-        stateName(last?.state)
-      })`,
+    return await waitFor(
+      () => `${id} to reach ${stateName(state)} (last ${stateName(last?.state)})`,
+      async () => {
+        last = await this.get(id);
+        if (last.state === state) return last;
+        if (last.state === MachineState.FAILED) {
+          assert.fail(
+            `${id}: want ${stateName(state)}, machine went FAILED (last_error ${
+              JSON.stringify(last.last_error)
+            })`,
+          );
+        }
+      },
+      timeoutMs,
+      pollMs,
     );
   }
 
@@ -257,24 +254,23 @@ export class Harness {
     until: readonly number[],
     timeoutMs = this.opts.settleMs ?? SETTLE_MS,
   ): Promise<TraceResult> {
-    const deadline = Date.now() + timeoutMs;
     const states: number[] = [];
     const snapshots: Machine[] = [];
-    for (;;) {
-      const m = await this.get(id);
-      snapshots.push(m);
-      if (states.at(-1) !== m.state) states.push(m.state);
-      if (until.includes(m.state) || m.state === MachineState.FAILED) {
-        return { states, snapshots, final: m };
-      }
-      if (Date.now() >= deadline) {
-        assert.fail(
-          `${id}: trace did not reach ${until.map(stateName).join("/")} within ${timeoutMs} ms; ` +
-            `saw ${states.map(stateName).join("→")}`,
-        );
-      }
-      await sleep(1);
-    }
+    const final = await waitFor(
+      () =>
+        `${id}: trace to reach ${until.map(stateName).join("/")}; saw ${
+          states.map(stateName).join("→")
+        }`,
+      async () => {
+        const m = await this.get(id);
+        snapshots.push(m);
+        if (states.at(-1) !== m.state) states.push(m.state);
+        return until.includes(m.state) || m.state === MachineState.FAILED ? m : undefined;
+      },
+      timeoutMs,
+      1,
+    );
+    return { states, snapshots, final };
   }
 
   // ---- Walks.

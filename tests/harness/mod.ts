@@ -7,3 +7,4 @@ export * from "./assert.ts";
 export * from "./rand.ts";
 export * from "./teardown.ts";
 export * from "./time.ts";
+export * from "./tools.ts";

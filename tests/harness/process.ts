@@ -3,7 +3,7 @@
 // its stdout/stderr in a log file and in memory for failure messages.
 
 import { atExit } from "./teardown.ts";
-import { sleep } from "./time.ts";
+import { waitFor, WaitTimeout } from "./time.ts";
 
 export const REPO_ROOT = new URL("../../", import.meta.url).pathname;
 
@@ -189,26 +189,57 @@ export async function startProvider(o: StartOptions): Promise<ProviderProcess> {
     exited,
     exitStatus: () => status,
   };
-  const deadline = Date.now() + (o.readyTimeoutMs ?? 20_000);
-  while (Date.now() < deadline) {
-    if (status) {
-      await sp.pumped;
-      throw new Error(
-        `provider exited with code ${status.code} before serving on ${addr}; stderr:\n${
-          tail(sp.stderr())
-        }`,
-      );
-    }
-    if (await tcpAccepts(port)) {
-      proc.readyMs = performance.now() - t0;
-      return proc;
-    }
-    await sleep(o.readyPollMs ?? 100);
+  try {
+    await waitFor(
+      () => `the provider to accept on ${addr}; stderr:\n${tail(sp.stderr())}`,
+      async () => {
+        if (status) {
+          await sp.pumped;
+          throw new Error(
+            `provider exited with code ${status.code} before serving on ${addr}; stderr:\n${
+              tail(sp.stderr())
+            }`,
+          );
+        }
+        return await tcpAccepts(port);
+      },
+      o.readyTimeoutMs ?? 20_000,
+      o.readyPollMs ?? 100,
+    );
+  } catch (e) {
+    await proc.stop();
+    throw e;
   }
-  await proc.stop();
-  throw new Error(
-    `provider not accepting on ${addr} within timeout; stderr:\n${tail(sp.stderr())}`,
+  proc.readyMs = performance.now() - t0;
+  return proc;
+}
+
+/** What the provider logs once it serves (src/app.ts), as JSON or as text. */
+export const SERVING_MESSAGE = "serving CapacityProvider";
+
+/** The provider's serving line in `stderr`, as written; undefined until it is. */
+export function servingLine(stderr: string): string | undefined {
+  return stderr.split("\n").find((l) => l.includes(SERVING_MESSAGE));
+}
+
+/** Waits (bounded) until the provider has logged that it serves; resolves to the line. */
+export function waitForServingLine(
+  proc: { stderr(): string },
+  timeoutMs = 10_000,
+): Promise<string> {
+  return waitFor(
+    () => `the "${SERVING_MESSAGE}" line; stderr:\n${tail(proc.stderr())}`,
+    () => servingLine(proc.stderr()),
+    timeoutMs,
   );
+}
+
+/** The same for a provider logging JSON (the default): the line's fields. */
+export async function waitForServing(
+  proc: { stderr(): string },
+  timeoutMs = 10_000,
+): Promise<Record<string, unknown>> {
+  return JSON.parse(await waitForServingLine(proc, timeoutMs));
 }
 
 export interface ExitResult {
@@ -229,11 +260,18 @@ export async function runUntilExit(
   let status: Deno.CommandStatus | undefined;
   sp.child.status.then((s) => status = s);
   let served = false;
-  const deadline = Date.now() + (o.timeoutMs ?? 20_000);
-  while (!status && Date.now() < deadline) {
-    if (o.watchPort !== undefined && !served) served = await tcpAccepts(o.watchPort);
-    await sleep(50);
-  }
+  await waitFor(
+    "the provider to exit",
+    async () => {
+      if (o.watchPort !== undefined && !served) served = await tcpAccepts(o.watchPort);
+      return status !== undefined;
+    },
+    o.timeoutMs ?? 20_000,
+    50,
+  ).catch((e) => {
+    // Still running at the bound: reported as code null (killed below).
+    if (!(e instanceof WaitTimeout)) throw e;
+  });
   if (!status) {
     try {
       sp.child.kill("SIGKILL");

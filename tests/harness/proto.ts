@@ -1,5 +1,5 @@
 // The wire contract as every harness client decodes it: the product's own
-// client loader (src/cli/wire.ts), so the harness and `machines` read the
+// client loader (src/client/wire.ts), so the harness and `machines` read the
 // proto file the same way.
 
-export { capacityProviderCtor, LOADER_OPTIONS } from "../../src/cli/wire.ts";
+export { capacityProviderCtor, LOADER_OPTIONS } from "../../src/client/wire.ts";

@@ -5,7 +5,7 @@
 // only id and state are read back.
 
 import * as grpc from "@grpc/grpc-js";
-import { guardGoaway } from "../../src/cli/goaway_guard.ts";
+import { withGoawayFilter } from "../../src/client/goaway_credentials.ts";
 import { Buffer } from "node:buffer";
 import protobuf from "protobufjs";
 
@@ -73,7 +73,7 @@ export class RawClient {
   readonly #client: grpc.Client;
 
   constructor(readonly addr: string) {
-    this.#client = new grpc.Client(addr, guardGoaway(grpc.credentials.createInsecure()), {
+    this.#client = new grpc.Client(addr, withGoawayFilter(grpc.credentials.createInsecure()), {
       "grpc.max_receive_message_length": -1,
       "grpc.max_send_message_length": -1,
       // Each client its own HTTP/2 connection, as separate BigFleet shards would be.

@@ -6,7 +6,7 @@
 // revision alone.
 
 import assert from "node:assert/strict";
-import { freePort, Harness, MachineState, startProvider } from "../harness/mod.ts";
+import { freePort, Harness, MachineState, servingLine, startProvider } from "../harness/mod.ts";
 import { sample, scrape, waitFor as pollFor } from "../server/helpers.ts";
 import type { ProviderProcess } from "../harness/mod.ts";
 import { startSimulator } from "../pvesim/mod.ts";
@@ -75,7 +75,7 @@ Deno.test({
         r.sim.faults.bootstrapExitCode = 3;
         r.sim.faults.bootstrapStderr = "kubeadm join: token expired\n";
         await h.configure(id, "c1", { k: "v" });
-        const m = await waitFor(h, id, MachineState.FAILED);
+        const m = await h.mustReach(id, MachineState.FAILED, 15_000, 25);
         assert.match(m.last_error, /exit(ed| code)?[^0-9]*3/i, m.last_error);
         assert.match(m.last_error, /token expired/);
         assert.equal(m.cluster, "c1", "the binding stays visible on the FAILED machine");
@@ -169,10 +169,10 @@ Deno.test({
         r.sim.faults.bootstrapExitCode = 1;
         r.sim.faults.bootstrapStderr = "failed\n";
         await h.configure(id, "c3", {}, undefined, new TextEncoder().encode(marker));
-        await waitFor(h, id, MachineState.FAILED);
+        await h.mustReach(id, MachineState.FAILED, 15_000, 25);
         log = p.stderr();
       });
-      assert.ok(log.includes("serving CapacityProvider"), "the log was captured");
+      assert.ok(servingLine(log) !== undefined, "the log was captured");
       assert.ok(!log.includes(r.sim.tokenSecret), "token secret in the log");
       assert.ok(!log.includes(marker), "bootstrap blob in the log");
       let stored = "";
@@ -249,11 +249,12 @@ Deno.test({
 
         // The orphan can be deleted; then it leaves the inventory and the cluster.
         await h.client.delete({ machine_id: orphan.id });
-        const deadline = Date.now() + 15_000;
-        while ((await h.client.list({})).machines.some((x) => x.id === orphan.id)) {
-          assert.ok(Date.now() < deadline, "the orphan was not removed");
-          await new Promise((res) => setTimeout(res, 50));
-        }
+        await pollFor(
+          "the orphan to leave the inventory",
+          async () => !(await h.client.list({})).machines.some((x) => x.id === orphan.id),
+          15_000,
+          50,
+        );
         assert.equal(r.sim.vm(4242), undefined, "the orphan VM was destroyed");
       });
     } finally {
@@ -261,13 +262,3 @@ Deno.test({
     }
   },
 });
-
-async function waitFor(h: Harness, id: string, state: number, ms = 15_000) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const m = await h.get(id);
-    if (m.state === state) return m;
-    assert.ok(Date.now() < deadline, `${id} did not reach state ${state} (at ${m.state})`);
-    await new Promise((res) => setTimeout(res, 25));
-  }
-}

@@ -6,7 +6,7 @@
 
 import assert from "node:assert/strict";
 import net from "node:net";
-import { spawnProvider, startProvider } from "../harness/mod.ts";
+import { spawnProvider, startProvider, waitFor } from "../harness/mod.ts";
 import { issueCert, makeCa, startSimulator } from "../pvesim/mod.ts";
 import type { Simulator } from "../pvesim/mod.ts";
 import { authed, providerArgs, tcpRelay } from "./helpers.ts";
@@ -52,13 +52,16 @@ async function spawnImpostor(dir: string) {
     stderr: "null",
   }).spawn();
   const lines: string[] = [];
-  let port = 0;
+  let ended = false;
   const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
   let buf = "";
   const pumped = (async () => {
     for (;;) {
       const { value, done } = await reader.read();
-      if (done) return;
+      if (done) {
+        ended = true;
+        return;
+      }
       buf += value;
       let i;
       while ((i = buf.indexOf("\n")) >= 0) {
@@ -67,11 +70,18 @@ async function spawnImpostor(dir: string) {
       }
     }
   })();
-  while (port === 0) {
+  const port = await waitFor('the impostor\'s "listening" line', () => {
     const hit = lines.find((l) => l.startsWith("listening "));
-    if (hit) port = Number(hit.split(" ")[1]);
-    else await new Promise((r) => setTimeout(r, 20));
-  }
+    if (hit) return Number(hit.split(" ")[1]);
+    if (ended) throw new Error("the impostor exited before it listened");
+  }).catch(async (e) => {
+    try {
+      child.kill("SIGKILL");
+    } catch { /* exited already */ }
+    await child.status;
+    await pumped.catch(() => {});
+    throw e;
+  });
   return {
     port,
     caFile: ca.certFile,

@@ -4,7 +4,7 @@
 import https from "node:https";
 import { startSimulator } from "./mod.ts";
 import type { SimOptions, Simulator } from "./types.ts";
-import { sleep } from "../harness/time.ts";
+import { waitFor } from "../harness/time.ts";
 
 /** Runs fn against a fresh simulator and a client for it; closes both. */
 export async function withSim(
@@ -79,16 +79,13 @@ export class Api {
   /** Polls task status until stopped; returns the status object. */
   async waitTask(upid: string, timeoutMs = 5000): Promise<Record<string, unknown>> {
     const node = upid.split(":")[1];
-    const deadline = Date.now() + timeoutMs;
-    while (true) {
+    return await waitFor(`task ${upid} to stop`, async () => {
       const st = await this.data("GET", `/nodes/${node}/tasks/${upid}/status`) as Record<
         string,
         unknown
       >;
-      if (st.status === "stopped") return st;
-      if (Date.now() > deadline) throw new Error(`task ${upid} still running`);
-      await sleep(20);
-    }
+      return st.status === "stopped" ? st : undefined;
+    }, timeoutMs);
   }
 
   close(): void {
@@ -96,18 +93,15 @@ export class Api {
   }
 }
 
-/** Polls fn until it returns a truthy value. */
-export async function until<T>(
+/** Polls fn until it returns a truthy value (the suites' one polling helper, tests/harness/time.ts). */
+export function until<T>(
   fn: () => T | Promise<T>,
   timeoutMs = 3000,
+  what = "the condition",
 ): Promise<NonNullable<T>> {
-  const deadline = Date.now() + timeoutMs;
-  while (true) {
-    const v = await fn();
-    if (v) return v as NonNullable<T>;
-    if (Date.now() > deadline) throw new Error("condition not met in time");
-    await sleep(10);
-  }
+  return waitFor(what, async () => (await fn()) || undefined, timeoutMs, 10) as Promise<
+    NonNullable<T>
+  >;
 }
 
 export interface RawReply {

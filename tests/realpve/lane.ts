@@ -9,6 +9,7 @@ import {
   MachineState,
   type ProviderProcess,
   startProvider,
+  waitFor,
 } from "../harness/mod.ts";
 import { api, destroyVm, exec, REPO, rig, RigApiError, run, runJson } from "./rig.ts";
 import { CACHE, laneTemplate, sha256 } from "./template.ts";
@@ -287,11 +288,7 @@ export async function until(
   timeoutMs: number,
   what: string,
 ): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((f) => setTimeout(f, 250));
-  }
+  await waitFor(what, check, timeoutMs, 250);
 }
 
 /** The datacenter's user-tag-access set to `policy` while `fn` runs (the default after). */

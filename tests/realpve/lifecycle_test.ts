@@ -6,7 +6,7 @@
 // guest that turns Ready late and one that never does.
 
 import assert from "node:assert/strict";
-import { Harness, MachineState, type ProviderProcess, stateName } from "../harness/mod.ts";
+import { Harness, MachineState, type ProviderProcess, stateName, waitFor } from "../harness/mod.ts";
 import {
   CREATE_MS,
   createIdle,
@@ -82,13 +82,17 @@ function bootstrap(readyAfter: string, size = 3 * 1024 * 1024 + 17): Uint8Array 
 
 /** Wait for FAILED; the machine. */
 async function failed(hs: Harness, id: string, timeoutMs: number) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const m = await hs.get(id);
-    if (m.state === MachineState.FAILED) return m;
-    if (Date.now() > deadline) assert.fail(`${id}: still ${stateName(m.state)}, want FAILED`);
-    await new Promise((f) => setTimeout(f, 200));
-  }
+  let last = "";
+  return await waitFor(
+    () => `${id} FAILED (still ${last})`,
+    async () => {
+      const m = await hs.get(id);
+      last = stateName(m.state);
+      return m.state === MachineState.FAILED ? m : undefined;
+    },
+    timeoutMs,
+    200,
+  );
 }
 
 laneTest(

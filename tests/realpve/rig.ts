@@ -8,7 +8,7 @@
 // When the lane cannot run, every lane test is registered as ignored and one
 // line says why (`realpve lane skipped: …`); `.ci/run` repeats that line.
 
-import { REPO_ROOT } from "../harness/mod.ts";
+import { REPO_ROOT, waitFor } from "../harness/mod.ts";
 
 /** What `up` prints (one JSON line). */
 export interface RigInfo {
@@ -176,16 +176,16 @@ export async function api<T = unknown>(
 /** Wait for a task (UPID) to stop; its exit status (`OK`, `WARNINGS: n` or the error). */
 export async function waitTask(upid: string, timeoutMs = 120_000): Promise<string> {
   const r = await rig();
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const st = await api<{ status: string; exitstatus?: string }>(
-      "GET",
-      `/nodes/${r.node}/tasks/${encodeURIComponent(upid)}/status`,
-    );
-    if (st.status === "stopped") return st.exitstatus ?? "";
-    if (Date.now() > deadline) throw new Error(`task ${upid} still running after ${timeoutMs} ms`);
-    await new Promise((f) => setTimeout(f, 250));
-  }
+  const path = `/nodes/${r.node}/tasks/${encodeURIComponent(upid)}/status`;
+  return await waitFor(
+    `task ${upid} to stop`,
+    async () => {
+      const st = await api<{ status: string; exitstatus?: string }>("GET", path);
+      return st.status === "stopped" ? st.exitstatus ?? "" : undefined;
+    },
+    timeoutMs,
+    250,
+  );
 }
 
 /** A task's log lines. */
@@ -232,19 +232,20 @@ export async function guestExec(vmid: number, argv: string[], timeoutMs = 60_000
   const r = await rig();
   const base = `/nodes/${r.node}/qemu/${vmid}/agent`;
   const { pid } = await api<{ pid: number }>("POST", `${base}/exec`, { command: argv });
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const st = await api<Record<string, unknown>>("GET", `${base}/exec-status`, { pid });
-    if (st.exited) {
+  return await waitFor(
+    `guest exec ${argv.join(" ")} in ${vmid} to exit`,
+    async () => {
+      const st = await api<Record<string, unknown>>("GET", `${base}/exec-status`, { pid });
+      if (!st.exited) return undefined;
       return {
         code: Number(st.exitcode ?? -1),
         stdout: String(st["out-data"] ?? ""),
         stderr: String(st["err-data"] ?? ""),
       };
-    }
-    if (Date.now() > deadline) throw new Error(`guest exec ${argv.join(" ")} in ${vmid}: no exit`);
-    await new Promise((f) => setTimeout(f, 100));
-  }
+    },
+    timeoutMs,
+    100,
+  );
 }
 
 /** The repository path as the rig sees it (the rig shares the host's file system). */

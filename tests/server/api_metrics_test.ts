@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { startSimulator } from "../pvesim/mod.ts";
 import { Harness, MachineState } from "../harness/mod.ts";
-import { logLines, sample, scrape, startWithMetrics, waitFor } from "./helpers.ts";
+import { logLines, sample, scrape, startWithMetrics, waitFor, waitForServing } from "./helpers.ts";
 
 const P = "bigfleet_proxmox_";
 
@@ -49,8 +49,7 @@ Deno.test("api metrics: ops and outcomes from the real backend against the simul
     assert.ok(!proc.stderr().includes(sim.tokenSecret));
     const text = await (await fetch(`http://127.0.0.1:${proc.metricsPort}/metrics`)).text();
     assert.ok(!text.includes(sim.tokenSecret));
-    const startup = proc.stderr().split("\n").find((l) => l.includes("serving CapacityProvider"));
-    assert.match(startup ?? "", /"proxmox_backend":"proxmox"/);
+    assert.equal((await waitForServing(proc)).proxmox_backend, "proxmox");
     // The failed Configure's landing: WARN, FAILED, its last_error and duration.
     const failed = (await h.get(w.id)).last_error;
     const line = await waitFor(

@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import protobuf from "protobufjs";
 import { decodeCreate, decodeDrain, machineEncoder } from "../../src/server/codec.ts";
-import { slotMachine } from "../../src/kit/capacity.ts";
+import { slotMachine } from "../../src/kit/slot_changes.ts";
 import { State } from "../../src/kit/model.ts";
 import type { MachineRecord } from "../../src/kit/model.ts";
 

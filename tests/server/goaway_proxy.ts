@@ -2,7 +2,7 @@
 // unchanged and counts the GOAWAY frames clients send, so a test can show
 // its clients really said goodbye.
 
-import { GoawayFilter } from "../../src/server/h2_frame_guard.ts";
+import { GoawayFilter } from "../../src/server/goaway_filter.ts";
 import { startProxy, type TestProxy } from "./throttle_proxy.ts";
 
 export interface GoawayProxy extends TestProxy {

@@ -7,7 +7,7 @@
 
 import assert from "node:assert/strict";
 import * as grpc from "@grpc/grpc-js";
-import { guardGoaway } from "../../src/cli/goaway_guard.ts";
+import { withGoawayFilter } from "../../src/client/goaway_credentials.ts";
 import { serveGuarded } from "../harness/guarded_server.ts";
 import { protoPath, service as libraryHealth } from "grpc-health-check";
 import protobuf from "protobufjs";
@@ -23,7 +23,7 @@ import {
   type ServingStatus,
 } from "../../src/server/health.ts";
 import { SERVICE } from "../../src/server/grpc.ts";
-import { fakeProviderArgs, startProvider } from "../harness/mod.ts";
+import { fakeProviderArgs, startProvider, waitForServing } from "../harness/mod.ts";
 
 const root = protobuf.loadSync(protoPath);
 const CheckRequest = root.lookupType("grpc.health.v1.HealthCheckRequest");
@@ -84,7 +84,10 @@ type HealthClient = grpc.Client & {
 
 function libraryClient(addr: string): HealthClient {
   const Ctor = grpc.makeGenericClientConstructor(libraryHealth, "Health");
-  return new Ctor(addr, guardGoaway(grpc.credentials.createInsecure())) as unknown as HealthClient;
+  return new Ctor(
+    addr,
+    withGoawayFilter(grpc.credentials.createInsecure()),
+  ) as unknown as HealthClient;
 }
 
 function check(c: HealthClient, service: string): Promise<string> {
@@ -216,14 +219,9 @@ Deno.test("health: the provider serves it on --addr, SERVING once it serves", as
   const p = await startProvider({ args: fakeProviderArgs({ seed: 4 }) });
   const client = libraryClient(p.addr);
   try {
-    // The port accepts before the provider has marked itself serving.
-    const status = await check(client, SERVICE);
-    assert.ok(status === "SERVING" || status === "NOT_SERVING", status);
-    const deadline = Date.now() + 10_000;
-    while (await check(client, "") !== "SERVING") {
-      assert.ok(Date.now() < deadline, "never SERVING");
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    // Marked serving before the line is logged (src/app.ts): from the line on, SERVING.
+    await waitForServing(p);
+    assert.equal(await check(client, ""), "SERVING");
     assert.equal(await check(client, SERVICE), "SERVING");
     assert.deepEqual(await list(client), { "": "SERVING", [SERVICE]: "SERVING" });
     await assert.rejects(

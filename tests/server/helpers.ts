@@ -12,6 +12,7 @@ import { startApp } from "../../src/app.ts";
 import type { App, AppOptions } from "../../src/app.ts";
 
 export { sleep, waitFor } from "../harness/time.ts";
+export { waitForServing } from "../harness/process.ts";
 
 export interface OpsProvider extends ProviderProcess {
   metricsPort: number;

@@ -3,7 +3,7 @@
 // trickled byte by byte, a request that declares 5 MiB and stalls, and a
 // client that opens thousands of streams and never reads an answer.
 
-import { CLIENT_PREFACE } from "../../src/server/h2_frame_guard.ts";
+import { CLIENT_PREFACE } from "../../src/server/goaway_filter.ts";
 
 const DATA = 0x0, HEADERS = 0x1, SETTINGS = 0x4, WINDOW_UPDATE = 0x8;
 const END_STREAM = 0x1, END_HEADERS = 0x4;

@@ -12,13 +12,23 @@ import {
   release,
   SLICE_BYTES,
 } from "../../src/server/large_response.ts";
+import { waitFor } from "../harness/time.ts";
 
 class SlowStream extends EventEmitter {
   readonly writes: Uint8Array[] = [];
   /** Largest number of bytes handed over and not yet drained. */
   maxOutstanding = 0;
   #outstanding = 0;
+  /** Writes not yet drained: the stand-in's pending drain events. */
+  #pending = 0;
   closed = false;
+  /** Writes attempted after the close. */
+  afterClose = 0;
+
+  /** Every write has drained: no event of the stream is still to come. */
+  get idle(): boolean {
+    return this.#pending === 0;
+  }
 
   write(chunk: unknown, ...rest: unknown[]): boolean {
     const cb = rest.find((r) => typeof r === "function") as
@@ -26,6 +36,7 @@ class SlowStream extends EventEmitter {
       | undefined;
     const bytes = chunk as Uint8Array;
     if (this.closed) {
+      this.afterClose++;
       queueMicrotask(() => cb?.(new Error("write after close")));
       return false;
     }
@@ -33,10 +44,12 @@ class SlowStream extends EventEmitter {
     this.writes.push(bytes instanceof Uint8Array ? Uint8Array.prototype.slice.call(bytes) : bytes);
     this.#outstanding += bytes.length;
     this.maxOutstanding = Math.max(this.maxOutstanding, this.#outstanding);
+    this.#pending++;
     setTimeout(() => {
       this.#outstanding -= bytes.length;
       cb?.(null);
       this.emit("drain");
+      this.#pending--;
     }, 1);
     return false;
   }
@@ -70,7 +83,7 @@ Deno.test("paced write: a large message goes out whole, one drained slice at a t
       resolve();
     });
   });
-  await new Promise((r) => setTimeout(r, 20));
+  await waitFor("every slice to drain", () => s.idle);
   assert.deepEqual(done, [null], "the caller's callback runs once, without error");
   assert.equal(s.writes.length, 6);
   assert.ok(s.writes.every((w) => w.length <= SLICE_BYTES));
@@ -102,8 +115,10 @@ Deno.test("paced write: a stream closed mid-message fails the write once and sto
   s.write(pattern(SLICE_BYTES * 4), (e?: Error | null) => errors.push(e));
   s.closed = true;
   s.emit("close");
-  await new Promise((r) => setTimeout(r, 20));
-  assert.equal(s.writes.length, 1, "nothing is written after the close");
+  // The slice written before the close drains: nothing may follow it.
+  await waitFor("the first slice to drain", () => s.idle);
+  assert.equal(s.writes.length, 1);
+  assert.equal(s.afterClose, 0, "nothing is written after the close");
   assert.equal(errors.length, 1);
   assert.match(String(errors[0]), /closed/);
 });

@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import type { Duplex } from "node:stream";
 import * as tls from "node:tls";
-import { CLIENT_PREFACE } from "../../src/server/h2_frame_guard.ts";
+import { CLIENT_PREFACE } from "../../src/server/goaway_filter.ts";
 import { type Listener, peerKey, startListener } from "../../src/server/listener.ts";
 import { listenerTls } from "../../src/server/tls.ts";
 import { issueCert, makeCa } from "../pvesim/certs.ts";

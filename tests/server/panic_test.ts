@@ -4,10 +4,10 @@
 
 import assert from "node:assert/strict";
 import * as grpc from "@grpc/grpc-js";
-import { guardGoaway } from "../../src/cli/goaway_guard.ts";
+import { withGoawayFilter } from "../../src/client/goaway_credentials.ts";
 import { configureSync, resetSync } from "@logtape/logtape";
 import type { LogRecord } from "@logtape/logtape";
-import type { Kit } from "../../src/kit/kit.ts";
+import type { Kit } from "../../src/kit/api.ts";
 import { REPO_ROOT } from "../harness/process.ts";
 import { logLines, parseMetrics, RawClient, sample, startTestApp } from "./helpers.ts";
 
@@ -32,7 +32,7 @@ Deno.test("panic: a throwing handler answers INTERNAL, is counted and logged, se
   const app = await startTestApp(["--metrics-addr="], { wrapKit });
   const client = new RawClient(
     `127.0.0.1:${app.grpcPort}`,
-    guardGoaway(grpc.credentials.createInsecure()),
+    withGoawayFilter(grpc.credentials.createInsecure()),
   );
   try {
     for (const id of ["boom-sync", "boom-async"]) {
@@ -60,14 +60,14 @@ Deno.test("panic: a throwing handler answers INTERNAL, is counted and logged, se
   }
 });
 
-Deno.test("panic: crash guards count a stray exception and rejection; the process lives", async () => {
+Deno.test("panic: the uncaught-error handlers count a stray exception and rejection; the process lives", async () => {
   const out = await new Deno.Command(Deno.execPath(), {
     args: [
       "run",
       "--allow-env",
       "--allow-read",
       "--allow-sys",
-      "tests/server/fixtures/crash_guard.ts",
+      "tests/server/fixtures/uncaught.ts",
     ],
     cwd: REPO_ROOT,
     stdout: "piped",

@@ -3,13 +3,13 @@
 
 import assert from "node:assert/strict";
 import * as grpc from "@grpc/grpc-js";
-import { guardGoaway } from "../../src/cli/goaway_guard.ts";
+import { withGoawayFilter } from "../../src/client/goaway_credentials.ts";
 import { createFakeBackend } from "../../src/fake/backend.ts";
 import type { Backend } from "../../src/kit/backend.ts";
-import type { Kit } from "../../src/kit/kit.ts";
+import type { Kit } from "../../src/kit/api.ts";
 import { freePort, startProvider } from "../harness/process.ts";
 import { Harness } from "../harness/mod.ts";
-import { httpGet, logLines, RawClient, startTestApp, waitFor } from "./helpers.ts";
+import { httpGet, logLines, RawClient, startTestApp, waitFor, waitForServing } from "./helpers.ts";
 
 /** A backend that looks real, so the kit asks it for VMs at boot, and answers when told. */
 function gatedBackend(): { backend: Backend; release: () => void } {
@@ -70,7 +70,7 @@ Deno.test("probes: healthz during boot, readyz 503 until serving, 503 from the s
 
   const client = new RawClient(
     `127.0.0.1:${app.grpcPort}`,
-    guardGoaway(grpc.credentials.createInsecure()),
+    withGoawayFilter(grpc.credentials.createInsecure()),
   );
   const listed = await client.call("List", {});
   assert.ok(listed.ok);
@@ -107,10 +107,8 @@ Deno.test("probes: a busy metrics port is logged and the provider serves anyway"
   try {
     const listed = await h.list();
     assert.equal(listed.machines.length, 4);
-    const lines = await waitFor("the startup line", () => {
-      const lines = logLines(proc.stderr());
-      return lines.some((l) => l.message === "serving CapacityProvider") ? lines : undefined;
-    });
+    await waitForServing(proc);
+    const lines = logLines(proc.stderr());
     const warn = lines.find((l) => String(l.message).startsWith("metrics listener disabled"));
     assert.ok(warn, "busy port logged");
     assert.equal(warn.level, "WARN");

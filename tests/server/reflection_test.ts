@@ -7,7 +7,7 @@
 
 import assert from "node:assert/strict";
 import * as grpc from "@grpc/grpc-js";
-import { guardGoaway } from "../../src/cli/goaway_guard.ts";
+import { withGoawayFilter } from "../../src/client/goaway_credentials.ts";
 import { serveGuarded } from "../harness/guarded_server.ts";
 import * as protoLoader from "@grpc/proto-loader";
 import { PROTO_PATH } from "../../src/proto.ts";
@@ -60,7 +60,7 @@ async function reflectionClient(addr: string, version = "v1") {
   // deno-lint-ignore no-explicit-any
   const pkg = grpc.loadPackageDefinition(def) as any;
   const Ctor = pkg.grpc.reflection[version].ServerReflection as typeof grpc.Client;
-  return new Ctor(addr, guardGoaway(grpc.credentials.createInsecure()));
+  return new Ctor(addr, withGoawayFilter(grpc.credentials.createInsecure()));
 }
 
 /** One request on a fresh stream; resolves with the first response or the stream's error. */

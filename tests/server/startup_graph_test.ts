@@ -61,7 +61,7 @@ Deno.test("startup graph: serving loads grpc-js, protobufjs, prom-client and log
     "src/cli/machines_run.ts",
     "src/proxmox/preflight/preflight.ts",
     "src/cli/preflight_report.ts",
-    "src/cli/wire.ts",
+    "src/client/wire.ts",
     "src/proxmox/mod.ts",
   ];
   for (const f of lazy) assert.ok(!files.includes(f), `${f} is imported statically`);

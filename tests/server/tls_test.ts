@@ -9,7 +9,14 @@ import { issueCert, makeCa } from "../pvesim/certs.ts";
 import type { CertAuthority, IssuedCert } from "../pvesim/certs.ts";
 import { runUntilExit, startProvider } from "../harness/process.ts";
 import type { ProviderProcess } from "../harness/process.ts";
-import { lifecycle, logLines, RawClient, type RpcResult, tlsCreds, waitFor } from "./helpers.ts";
+import {
+  lifecycle,
+  logLines,
+  RawClient,
+  type RpcResult,
+  tlsCreds,
+  waitForServing,
+} from "./helpers.ts";
 import { parseSubjectAltNames } from "../../src/server/identity.ts";
 
 interface Pki {
@@ -63,11 +70,8 @@ async function startTls(mtls: boolean): Promise<ProviderProcess> {
   return await startProvider({ args });
 }
 
-function securityOf(proc: ProviderProcess): Promise<unknown> {
-  return waitFor(
-    "the startup line",
-    () => logLines(proc.stderr()).find((l) => l.message === "serving CapacityProvider")?.security,
-  );
+async function securityOf(proc: ProviderProcess): Promise<unknown> {
+  return (await waitForServing(proc)).security;
 }
 
 /** A raw TLS handshake: the protocol and ALPN agreed, or the error. */

@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { createFakeBackend } from "../../src/fake/backend.ts";
 import { startKit } from "../../src/kit/kit.ts";
-import { openKvStore } from "../../src/kit/kv_store.ts";
+import { openKvStore } from "../../src/store/kv_store.ts";
 import type { Slot } from "../../src/config/types.ts";
 import { kvFaults } from "../chaos/faulty_kv.ts";
 

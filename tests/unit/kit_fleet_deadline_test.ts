@@ -5,7 +5,7 @@ import { State } from "../../src/kit/model.ts";
 import type { MachineRecord } from "../../src/kit/model.ts";
 import { encodeRevision } from "../../src/kit/revision.ts";
 import { createMemoryStore } from "../../src/kit/store.ts";
-import { slotMachine } from "../../src/kit/capacity.ts";
+import { slotMachine } from "../../src/kit/slot_changes.ts";
 
 function machines(n: number): MachineRecord[] {
   return Array.from({ length: n }, (_, i) =>

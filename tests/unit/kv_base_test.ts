@@ -4,8 +4,8 @@
 
 import assert from "node:assert/strict";
 import { pollWithin } from "../../src/async/poll.ts";
-import { openKvStore } from "../../src/kit/kv_store.ts";
-import { encodeRecord } from "../../src/kit/record_codec.ts";
+import { openKvStore } from "../../src/store/kv_store.ts";
+import { encodeRecord } from "../../src/store/record_codec.ts";
 import type { MachineRecord } from "../../src/kit/model.ts";
 import type { StateStore } from "../../src/kit/store.ts";
 import { isKey, kvFaults } from "../chaos/faulty_kv.ts";

@@ -1,8 +1,8 @@
-// Commit splitting (src/kit/kv_commit.ts): a run of mutations spread over
+// Commit splitting (src/store/kv_commit.ts): a run of mutations spread over
 // atomic commits within KV's limits, its tail together in the last one.
 
 import assert from "node:assert/strict";
-import { commitAll, deletion, fitsOneCommit, mutation } from "../../src/kit/kv_commit.ts";
+import { commitAll, deletion, fitsOneCommit, mutation } from "../../src/store/kv_commit.ts";
 import { kvFaults } from "../chaos/faulty_kv.ts";
 import { withStore } from "./kv_fixtures.ts";
 

@@ -1,7 +1,7 @@
 // Shared by the state store tests: a machine record, a scratch state file,
 // and what a fresh open of a file holds.
 
-import { openKvStore } from "../../src/kit/kv_store.ts";
+import { openKvStore } from "../../src/store/kv_store.ts";
 import { State } from "../../src/kit/model.ts";
 import type { MachineRecord } from "../../src/kit/model.ts";
 import type { PersistedState } from "../../src/kit/store.ts";

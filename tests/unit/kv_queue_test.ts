@@ -1,10 +1,10 @@
-// The state store's write queue (src/kit/kv_queue.ts) over a scripted commit:
+// The state store's write queue (src/store/kv_queue.ts) over a scripted commit:
 // what makes a batch, the order batches commit in, what durable() promises,
 // and what a failed commit does with its changes.
 
 import assert from "node:assert/strict";
-import { createWriteQueue } from "../../src/kit/kv_queue.ts";
-import type { QueueHooks, WriteQueue } from "../../src/kit/kv_queue.ts";
+import { createWriteQueue } from "../../src/store/kv_queue.ts";
+import type { QueueHooks, WriteQueue } from "../../src/store/kv_queue.ts";
 import { waitFor } from "../harness/time.ts";
 
 interface Scripted {

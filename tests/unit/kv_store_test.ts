@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
-import { openKvStore } from "../../src/kit/kv_store.ts";
+import { openKvStore } from "../../src/store/kv_store.ts";
 import { State } from "../../src/kit/model.ts";
 import type { MachineRecord } from "../../src/kit/model.ts";
 import { byId, has, keys, machine, reload, withStore } from "./kv_fixtures.ts";
-import { encodeRecord } from "../../src/kit/record_codec.ts";
+import { encodeRecord } from "../../src/store/record_codec.ts";
 import { FULL_DISK, isKey, kvFaults } from "../chaos/faulty_kv.ts";
 import type { KvFaults } from "../chaos/faulty_kv.ts";
 import { waitFor } from "../harness/time.ts";

@@ -13,7 +13,7 @@
 import { BackendError } from "../../src/kit/backend.ts";
 import type { Backend, HostInspection, ManagedVm, SlotSpec } from "../../src/kit/backend.ts";
 import { startKit } from "../../src/kit/kit.ts";
-import type { Ack, Kit } from "../../src/kit/kit.ts";
+import type { Ack, Kit } from "../../src/kit/api.ts";
 import type { Timeouts } from "../../src/kit/timeouts.ts";
 import type { Token } from "../../src/kit/fence.ts";
 import type { Pairs, Slot } from "../../src/kit/model.ts";

@@ -4,7 +4,7 @@
 // the certification flags (BFCONF_PROVIDER_CMD, seed BFCONF_SEED_COUNT).
 // Not a *_test.ts file: `deno task test` leaves it to the runner.
 
-import { clientChannel } from "../../../src/cli/credentials.ts";
+import { clientChannel } from "../../../src/client/credentials.ts";
 import {
   defaultSeed,
   fakeProviderArgs,

@@ -7,7 +7,7 @@ import {
   GoawayFilter,
   NO_PREFACE,
   NotHttp2Error,
-} from "../../src/server/h2_frame_guard.ts";
+} from "../../src/server/goaway_filter.ts";
 import { concat, frame as frameWithFlags } from "./hostile_clients.ts";
 
 const DATA = 0x0, HEADERS = 0x1, SETTINGS = 0x4, PING = 0x6, GOAWAY = 0x7, WINDOW_UPDATE = 0x8;

@@ -7,7 +7,7 @@ import * as grpc from "@grpc/grpc-js";
 import { flagError } from "../config/errors.ts";
 import { type ReadFile, readFromDisk, readPem } from "../config/files.ts";
 import { hasCertificate, hasPrivateKey } from "../config/pem.ts";
-import { guardGoaway } from "./goaway_guard.ts";
+import { withGoawayFilter } from "./goaway_credentials.ts";
 import { clientTls } from "./tls_credentials.ts";
 
 export interface ClientTlsFlags {
@@ -43,7 +43,7 @@ export async function clientChannel(
   if (!tls) {
     if (f.serverName !== "") throw flagError("tls-server-name", "needs TLS (--tls or --tls-ca)");
     return {
-      credentials: guardGoaway(grpc.credentials.createInsecure()),
+      credentials: withGoawayFilter(grpc.credentials.createInsecure()),
       options: {},
       security: "plaintext",
     };
@@ -62,7 +62,7 @@ export async function clientChannel(
     ? {}
     : { "grpc.default_authority": f.serverName };
   return {
-    credentials: guardGoaway(clientTls({ ca, key, cert, serverName: f.serverName })),
+    credentials: withGoawayFilter(clientTls({ ca, key, cert, serverName: f.serverName })),
     options,
     security: cert === null ? "TLS" : "mTLS",
   };

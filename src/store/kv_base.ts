@@ -6,11 +6,12 @@
 // - A base is a sequence of pages under ["b", base id, page, n], each page
 //   cut into values of at most VALUE_MAX_BYTES. A page is the JSON object
 //   {"d": dictionary, "m": machines, "f": fences}: records in the packed form
-//   of src/kit/record_codec.ts, fence marks as [shard, machine, epoch, seq]
+//   of src/store/record_codec.ts, fence marks as [shard, machine, epoch, seq]
 //   with the numbers as decimal strings.
 // - A base is written under a fresh id beside whatever is in use, in commits
 //   of ~BASE_COMMIT_BYTES (so lifecycle commits do not queue long behind
-//   it); the last commit sets ["meta", "base"] to its BaseRef together with
+//   it), one in flight while the next is packed; the last commit, once
+//   every page has landed, sets ["meta", "base"] to its BaseRef together with
 //   the caller's tail. Until then nothing reads it, so a write cut short
 //   leaves only pages of an id nothing points at.
 // - A load reads the base the pointer names and checks its page count.
@@ -19,8 +20,8 @@ import { Buffer } from "node:buffer";
 import { commitAll, mutation, slices } from "./kv_commit.ts";
 import type { Mutation } from "./kv_commit.ts";
 import { BASE_KEY, baseKey } from "./kv_layout.ts";
-import type { FenceEntry } from "./store.ts";
-import type { MachineRecord } from "./model.ts";
+import type { FenceEntry } from "../kit/store.ts";
+import type { MachineRecord } from "../kit/model.ts";
 import { packer, unpacker } from "./record_codec.ts";
 
 /** Where a base lives and how many pages it has; the pointer to the current one holds this. */
@@ -59,18 +60,30 @@ export async function writeBase(
   const ref: BaseRef = { ...at, pages: 0 };
   let batch: Mutation[] = [];
   let bytes = 0;
-  for (const page of packBase(machines, fences)) {
-    page.forEach((value, n) => {
-      batch.push(mutation([...baseKey(ref.id), ref.pages, n], value));
-      bytes += value.length;
-    });
-    ref.pages++;
-    if (bytes >= BASE_COMMIT_BYTES) {
-      await commitAll(kv, batch);
-      batch = [];
-      bytes = 0;
+  // One commit in flight while the next pages are packed: the disk's work
+  // and the packing overlap (a fresh start of 20,000 machines writes ~18).
+  let committing: Promise<void> = Promise.resolve();
+  try {
+    for (const page of packBase(machines, fences)) {
+      page.forEach((value, n) => {
+        batch.push(mutation([...baseKey(ref.id), ref.pages, n], value));
+        bytes += value.length;
+      });
+      ref.pages++;
+      if (bytes >= BASE_COMMIT_BYTES) {
+        await committing;
+        committing = commitAll(kv, batch);
+        batch = [];
+        bytes = 0;
+      }
     }
+  } catch (e) {
+    // Packing failed: the commit in flight is given up on, not left to reject unheard.
+    committing.catch(() => {});
+    throw e;
   }
+  // Every page is committed before the pointer that makes them the base.
+  await committing;
   await commitAll(kv, batch, [mutation(BASE_KEY, ref), ...tail]);
   return ref;
 }

@@ -16,7 +16,7 @@
 // What this module adds: a never-written file takes its first state as a
 // packed base (`writeFirst`, or the first batch handed over), all or nothing
 // by its pointer commit; every later batch is an overlay write. And the lock:
-// one provider per file (src/kit/state_lock.ts).
+// one provider per file (src/store/state_lock.ts).
 
 import { getLogger } from "@logtape/logtape";
 import { readBase, writeBase } from "./kv_base.ts";
@@ -39,10 +39,10 @@ import type { HandedState } from "./kv_pack.ts";
 import { createWriteQueue } from "./kv_queue.ts";
 import { recover } from "./kv_recover.ts";
 import { createRedoLog } from "./kv_redo.ts";
-import type { MachineRecord } from "./model.ts";
+import type { MachineRecord } from "../kit/model.ts";
 import { lockState } from "./state_lock.ts";
 import type { StateLock } from "./state_lock.ts";
-import type { FenceEntry, PersistedState, StateStore } from "./store.ts";
+import type { FenceEntry, PersistedState, StateStore } from "../kit/store.ts";
 
 const log = getLogger(["bigfleet", "state"]);
 
@@ -53,20 +53,7 @@ export interface KvStoreOptions {
 
 export async function openKvStore(path: string, opts: KvStoreOptions = {}): Promise<StateStore> {
   const where = `--state ${JSON.stringify(path)}`;
-  let lock: StateLock;
-  try {
-    lock = await lockState(path);
-  } catch (e) {
-    throw new Error(`${where}: ${message(e)}`);
-  }
-  let kv: Deno.Kv;
-  try {
-    kv = await Deno.openKv(path);
-    if (opts.wrapKv) kv = opts.wrapKv(kv);
-  } catch (e) {
-    lock.release();
-    throw new Error(`${where}: ${message(e)}`);
-  }
+  const { lock, kv } = await openLocked(path, where, opts);
 
   const chunks = createChunkTable(kv);
   const redo = createRedoLog(kv);
@@ -136,16 +123,8 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
   async function commit(batch: Map<string, Change>): Promise<void> {
     await recovered();
     if (!written) {
-      // Deletions of a never-written file delete nothing.
-      const machines: MachineRecord[] = [];
-      const fences: FenceEntry[] = [];
-      let rev = 0;
-      for (const c of batch.values()) {
-        if (c.t === "machine") machines.push(c.m);
-        else if (c.t === "fence") fences.push(c.e);
-        else if (c.t === "rev") rev = c.rev;
-      }
-      await writeFirstBase(machines, fences, rev);
+      const first = firstState(batch);
+      await writeFirstBase(first.machines, first.fences, first.rev);
       return;
     }
     const generation = overlay.generation;
@@ -251,4 +230,38 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
       lock.release();
     },
   };
+}
+
+/** The lock first (a second provider is refused before it opens anything), then the file. */
+async function openLocked(
+  path: string,
+  where: string,
+  opts: KvStoreOptions,
+): Promise<{ lock: StateLock; kv: Deno.Kv }> {
+  let lock: StateLock;
+  try {
+    lock = await lockState(path);
+  } catch (e) {
+    throw new Error(`${where}: ${message(e)}`);
+  }
+  try {
+    const kv = await Deno.openKv(path);
+    return { lock, kv: opts.wrapKv ? opts.wrapKv(kv) : kv };
+  } catch (e) {
+    lock.release();
+    throw new Error(`${where}: ${message(e)}`);
+  }
+}
+
+/** A never-written file's first batch as a whole state: its deletions delete nothing. */
+function firstState(batch: Map<string, Change>): PersistedState {
+  const machines: MachineRecord[] = [];
+  const fences: FenceEntry[] = [];
+  let rev = 0;
+  for (const c of batch.values()) {
+    if (c.t === "machine") machines.push(c.m);
+    else if (c.t === "fence") fences.push(c.e);
+    else if (c.t === "rev") rev = c.rev;
+  }
+  return { machines, fences, rev };
 }

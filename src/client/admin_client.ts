@@ -2,8 +2,6 @@
 // answer line, and for a backup the bytes that follow. Every failure is an
 // AdminFailure whose message names the socket and what to do.
 
-import { forFlag } from "../config/errors.ts";
-import { ConfigError } from "../config/types.ts";
 import {
   type AdminAnswer,
   type AdminCode,
@@ -12,9 +10,6 @@ import {
   readLine,
   writeAll,
 } from "../server/admin_wire.ts";
-import type { FlagTable, Parsed } from "../config/flags.ts";
-import type { AdminFlagValues } from "./admin_flags.ts";
-import { type Context, EXIT_USAGE, fail, parseCommandArgs, positiveDuration } from "./command.ts";
 
 /** The provider answered no, or could not be reached. */
 export class AdminFailure extends Error {
@@ -26,47 +21,6 @@ export class AdminFailure extends Error {
 export interface AdminTarget {
   socket: string;
   timeoutMs: number;
-}
-
-/** The socket and deadline from the flags (or BIGFLEET_ADMIN_SOCKET); ConfigError when missing. */
-export function adminTarget(v: AdminFlagValues): AdminTarget {
-  const socket = v["admin-socket"] !== ""
-    ? v["admin-socket"]
-    : Deno.env.get("BIGFLEET_ADMIN_SOCKET") ?? "";
-  if (socket === "") {
-    throw new ConfigError(
-      "--admin-socket is required: the provider's --state path with .admin appended " +
-        "(e.g. /var/lib/bigfleet/state.kv.admin), or set BIGFLEET_ADMIN_SOCKET",
-    );
-  }
-  return { socket, timeoutMs: forFlag("timeout", () => positiveDuration(v.timeout)) };
-}
-
-/**
- * An admin command's flags, its one argument (`what` names it in the usage
- * error) and the socket to ask; or the exit code to return at once.
- */
-export function parseAdminCommand<T extends FlagTable>(
-  table: T,
-  args: readonly string[],
-  ctx: Context,
-  usage: string,
-): { values: Parsed<T>["values"]; arg: string; target: AdminTarget } | number {
-  const p = parseCommandArgs(table, args, ctx, { positionals: true });
-  if (typeof p === "number") return p;
-  if (p.positionals.length !== 1) {
-    return fail(`${usage}, got ${p.positionals.length} arguments`, EXIT_USAGE);
-  }
-  try {
-    return {
-      values: p.values,
-      arg: p.positionals[0],
-      target: adminTarget(p.values as unknown as AdminFlagValues),
-    };
-  } catch (e) {
-    if (e instanceof ConfigError) return fail(e.message, EXIT_USAGE);
-    throw e;
-  }
 }
 
 export interface AdminReply<A extends AdminAnswer> {

@@ -1,4 +1,5 @@
-// Channel credentials that read the provider through the frame guard.
+// Channel credentials that read the provider through the HTTP/2 frame guard
+// (src/server/guarded_stream.ts, its GOAWAY filter src/server/goaway_filter.ts).
 //
 // A provider that stops gracefully says GOAWAY on every connection, and a
 // Deno grpc-js client reading that frame is hit by the node:http2 defect the
@@ -13,13 +14,13 @@ import * as grpc from "@grpc/grpc-js";
 import type { Socket } from "node:net";
 import { GuardedStream } from "../server/guarded_stream.ts";
 
-class GoawayGuarded extends grpc.ChannelCredentials {
+class GoawayFiltered extends grpc.ChannelCredentials {
   constructor(private readonly inner: grpc.ChannelCredentials) {
     super();
   }
 
   override compose(call: grpc.CallCredentials): grpc.ChannelCredentials {
-    return new GoawayGuarded(this.inner.compose(call));
+    return new GoawayFiltered(this.inner.compose(call));
   }
 
   _isSecure(): boolean {
@@ -49,6 +50,6 @@ class GoawayGuarded extends grpc.ChannelCredentials {
 }
 
 /** `credentials`, with every GOAWAY the server sends removed before node:http2 reads it. */
-export function guardGoaway(credentials: grpc.ChannelCredentials): grpc.ChannelCredentials {
-  return new GoawayGuarded(credentials);
+export function withGoawayFilter(credentials: grpc.ChannelCredentials): grpc.ChannelCredentials {
+  return new GoawayFiltered(credentials);
 }

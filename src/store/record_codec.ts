@@ -9,8 +9,8 @@
 // built from the same offering do; a fleet of all-different values decodes
 // the same, only unshared.
 
-import { NO_OPS, NO_PAIRS, State } from "./model.ts";
-import type { MachineRecord, OpKind, Pairs } from "./model.ts";
+import { NO_OPS, NO_PAIRS, State } from "../kit/model.ts";
+import type { MachineRecord, OpKind, Pairs } from "../kit/model.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
@@ -77,7 +77,7 @@ export function decodeRecord(bytes: Uint8Array): MachineRecord {
   };
 }
 
-// ---- The packed form, for base pages (src/kit/kv_base.ts) ------------------
+// ---- The packed form, for base pages (src/store/kv_base.ts) ------------------
 //
 // A record as a positional array, its most repeated values (instance type,
 // zone, cluster, resources, allocatable, labels) as indexes into a dictionary

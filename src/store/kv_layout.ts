@@ -3,7 +3,7 @@
 //
 //   ["meta", "format"]           format version (below); absent until the first write is whole
 //   ["meta", "rev"]              the revision as last committed
-//   ["meta", "base"]             the packed base in use (BaseRef, src/kit/kv_base.ts)
+//   ["meta", "base"]             the packed base in use (BaseRef, src/store/kv_base.ts)
 //   ["meta", "redo"]             a staged batch that is durable but maybe not applied (kv_redo.ts)
 //   ["b", base id, page, n]      a base's pages, cut into values (kv_base.ts)
 //   ["o", generation, id]        a machine changed since the base (kv_overlay.ts)
@@ -41,7 +41,7 @@ export const LEGACY_FENCES: Deno.KvKey = ["f"];
 
 /** A machine's value in the overlay or a format-1 file. */
 export interface MachineValue {
-  /** Inline record bytes (src/kit/record_codec.ts). */
+  /** Inline record bytes (src/store/record_codec.ts). */
   j?: Uint8Array;
   /** Chunk id and chunk count when the record is split. */
   g?: string;

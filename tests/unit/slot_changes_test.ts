@@ -1,7 +1,7 @@
-// The rules for a changed set of slots on a restored fleet (src/kit/capacity.ts).
+// The rules for a changed set of slots on a restored fleet (src/kit/slot_changes.ts).
 
 import assert from "node:assert/strict";
-import { describeChange, planCapacityChange, slotMachine } from "../../src/kit/capacity.ts";
+import { describeChange, planCapacityChange, slotMachine } from "../../src/kit/slot_changes.ts";
 import { State } from "../../src/kit/model.ts";
 import type { MachineRecord } from "../../src/kit/model.ts";
 import type { Slot } from "../../src/config/types.ts";

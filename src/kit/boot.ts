@@ -3,14 +3,14 @@
 // that slot (an earlier life without --state), which comes back IDLE with its
 // host. Managed hosts with no slot are surfaced IDLE as orphans so they can be
 // deleted. When the store holds a fleet, it is the inventory, adjusted to the
-// current slots (capacity.ts). The rules: docs/design.md#capacity-changes-and-boot.
+// current slots (slot_changes.ts). The rules: docs/design.md#capacity-changes-and-boot.
 
 import type { Backend, ManagedVm } from "./backend.ts";
 import { State, transitionalKind } from "./model.ts";
 import type { MachineRecord, Slot } from "./model.ts";
 import type { FenceEntry, StateStore } from "./store.ts";
-import { planCapacityChange, slotMachine } from "./capacity.ts";
-import type { CapacityChange } from "./capacity.ts";
+import { planCapacityChange, slotMachine } from "./slot_changes.ts";
+import type { CapacityChange } from "./slot_changes.ts";
 
 const DESCRIBE_AT_BOOT_MS = 120_000;
 
@@ -77,7 +77,7 @@ export interface BootInventory {
 /**
  * Where the fleet comes from at boot. A non-empty store is authoritative:
  * nothing is re-seeded, transitions cut short by the restart become FAILED,
- * a changed set of slots is applied by the rules in capacity.ts, and the
+ * a changed set of slots is applied by the rules in slot_changes.ts, and the
  * revision moves past the saved one (and the clock) so every pre-restart
  * cursor returns the full fleet. An empty store gets the slots (and any hosts the substrate
  * already holds), starting from the clock so cursors from an earlier,
@@ -131,83 +131,4 @@ export async function bootInventory(
     rev: Date.now(),
     restored: false,
   };
-}
-
-/** What one reconcile pass does to the fleet, decided from what the backend described. */
-export interface ReconcilePlan {
-  /** Records to write, in order. */
-  put: MachineRecord[];
-  /** IDLE or CONFIGURED machines whose VM moved. */
-  followed: number;
-  /** Managed VMs no machine claims, now orphans. */
-  orphans: number;
-  /** FAILED machines whose VM was found (or found elsewhere): its host is shown on them. */
-  failedHosts: { id: string; hostRef: string; cloning: boolean }[];
-  /** SPECULATIVE machines whose VM exists (a state older than the cluster): IDLE on it. */
-  rejoined: { id: string; hostRef: string }[];
-}
-
-/**
- * The reconcile rules (docs/design.md#capacity-changes-and-boot): only host
- * refs move, and a record changes only when the substrate says something new.
- * `get` reads the fleet as it is now; `changedDuring` says whether a machine
- * changed while the backend was describing (its listing may predate that
- * change: a Delete that destroyed the VM meanwhile must not bring it back).
- */
-export function planReconcile(
-  provider: string,
-  vms: readonly ManagedVm[],
-  get: (id: string) => MachineRecord | undefined,
-  changedDuring: (id: string) => boolean,
-): ReconcilePlan {
-  const plan: ReconcilePlan = { put: [], followed: 0, orphans: 0, failedHosts: [], rejoined: [] };
-  const byId = new Map<string, ManagedVm[]>();
-  for (const vm of vms) {
-    const id = orphanId(provider, vm);
-    const list = byId.get(id);
-    if (list) list.push(vm);
-    else byId.set(id, [vm]);
-  }
-  for (const [id, hosts] of byId) {
-    const m = get(id);
-    // A host still being created may be a retried Create's of ours: never judged by it.
-    const settled = hosts.find((vm) => !vm.cloning);
-    if (!m) {
-      if (settled) {
-        plan.put.push(orphanMachine(provider, settled));
-        plan.orphans++;
-      }
-      continue;
-    }
-    // Several VMs may carry one machine's marker: keep the one recorded if it is among them.
-    if (m.hostRef !== "" && hosts.some((vm) => vm.hostRef === m.hostRef)) continue;
-    switch (m.state) {
-      case State.Idle:
-      case State.Configured:
-        // Follow a host that moved (its backend names it anew); nothing else is touched.
-        if (m.hostRef !== "" && settled) {
-          plan.put.push({ ...m, hostRef: settled.hostRef });
-          plan.followed++;
-        }
-        break;
-      case State.Failed: {
-        // Shown, never touched: the operator decides (machines recover). A FAILED
-        // Create's clone may still be in flight; that is its host all the same.
-        const vm = settled ?? (m.hostRef === "" ? hosts[0] : undefined);
-        if (vm) {
-          plan.put.push({ ...m, hostRef: vm.hostRef });
-          plan.failedHosts.push({ id, hostRef: vm.hostRef, cloning: vm.cloning });
-        }
-        break;
-      }
-      case State.Speculative:
-        // Only a state restored from an older copy has a slot with no record of its VM.
-        if (settled && !changedDuring(id)) {
-          plan.put.push({ ...m, state: State.Idle, hostRef: settled.hostRef });
-          plan.rejoined.push({ id, hostRef: settled.hostRef });
-        }
-        break;
-    }
-  }
-  return plan;
 }

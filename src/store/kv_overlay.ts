@@ -12,15 +12,15 @@
 //   the base's on; keys of older generations are left over from a cleanup cut
 //   short and are skipped.
 
-import { fenceKey } from "./fence.ts";
+import { fenceKey } from "../kit/fence.ts";
 import type { ChunkTable } from "./kv_chunks.ts";
 import { mutation } from "./kv_commit.ts";
 import type { Mutation } from "./kv_commit.ts";
 import { OVERLAY_FENCES, OVERLAY_MACHINES, REV_KEY } from "./kv_layout.ts";
 import type { FenceValue, MachineValue } from "./kv_layout.ts";
 import { decodeRecord, encodeRecord } from "./record_codec.ts";
-import type { MachineRecord } from "./model.ts";
-import type { FenceEntry } from "./store.ts";
+import type { MachineRecord } from "../kit/model.ts";
+import type { FenceEntry } from "../kit/store.ts";
 
 /** A record over this many bytes is chunked rather than inline (a KV value holds 64 KiB). */
 const INLINE_MAX = 60_000;

@@ -9,8 +9,8 @@ import { describeError } from "./rpc_observer.ts";
 
 const log = getLogger(["bigfleet", "panic"]);
 
-/** Installs the guards; returns a function that removes them. */
-export function installCrashGuards(metrics: Metrics): () => void {
+/** Installs the handlers; returns a function that removes them. */
+export function catchUncaught(metrics: Metrics): () => void {
   const onRejection = (e: PromiseRejectionEvent) => {
     e.preventDefault();
     metrics.panic();
