@@ -17,7 +17,7 @@ import {
   parseTokenFile,
   parseVmidRange,
   parseVmTags,
-  type TokenFile,
+  type TokenLine,
 } from "./proxmox.ts";
 
 export type BackendKind = "proxmox" | "fake";
@@ -119,7 +119,7 @@ export async function loadProxmox(f: FlagValues, readFile: ReadFile): Promise<Pr
 }
 
 // The file wins over the inline flag so the secret can stay out of argv.
-async function loadToken(f: FlagValues, readFile: ReadFile): Promise<TokenFile> {
+async function loadToken(f: FlagValues, readFile: ReadFile): Promise<TokenLine> {
   const file = f["proxmox-token-file"];
   if (file !== "") {
     const raw = await readFlagFile("proxmox-token-file", file, readFile);

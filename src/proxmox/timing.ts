@@ -34,6 +34,8 @@ export interface Timing {
   destroyedGraceMs: number;
   /** Waits between checks of --nodes when the API did not answer at startup. */
   nodeRecheck: Backoff;
+  /** Waits between looks at a node a Delete or Drain waits for (cluster/nodes.ts outlastOutages). */
+  outageRecheck: Backoff;
 }
 
 export const DEFAULT_TIMING: Timing = {
@@ -60,4 +62,5 @@ export const DEFAULT_TIMING: Timing = {
   volumeRetry: { initialMs: 2_500, maxMs: 20_000, factor: 2 },
   destroyedGraceMs: 60_000,
   nodeRecheck: { initialMs: 5_000, maxMs: 60_000 },
+  outageRecheck: { initialMs: 2_000, maxMs: 15_000 },
 };
