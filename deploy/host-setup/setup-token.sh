@@ -29,7 +29,8 @@
 #                                              old secret stops working at once
 #   --rotate --keep-old   BIGFLEET_KEEP_OLD=1  add a new token <name>-r<UTC time> beside the
 #                                              old one, with the same ACLs; prints the token
-#                                              file content ID=SECRET (no downtime)
+#                                              file content (NEW_ID=SECRET, then the old
+#                                              token's line) and the Secret update (no downtime)
 #   --remove-old          BIGFLEET_REMOVE_OLD=1  remove every token of the family but the
 #                                              newest, once the provider uses it
 #   --dry-run             BIGFLEET_DRY_RUN=1   print the changes, make none
@@ -335,6 +336,8 @@ if [ -n "${CURRENT}" ]; then
 fi
 
 TOKEN_SECRET=""
+# Set by --rotate --keep-old: the token in use until now, kept as the token file's second line.
+OLD_TOKEN_ID=""
 create_token() {
 	# $1 = token name
 	if [ "${BIGFLEET_DRY_RUN}" = "1" ]; then
@@ -362,11 +365,10 @@ if [ "${BIGFLEET_REMOVE_OLD}" = "1" ]; then
 elif [ -n "${CURRENT}" ] && [ "${BIGFLEET_KEEP_OLD}" = "1" ]; then
 	NEW_NAME="${BIGFLEET_TOKEN_NAME}-r$(date -u +%Y%m%d%H%M%S)"
 	info "token ${TOKEN_ID}: kept; adding ${BIGFLEET_USER}!${NEW_NAME} beside it"
+	OLD_TOKEN_ID="${TOKEN_ID}"
 	TOKEN_ID="${BIGFLEET_USER}!${NEW_NAME}"
 	create_token "${NEW_NAME}"
-	# The provider reads the id with the secret from its token file.
-	TOKEN_SECRET="${TOKEN_ID}=${TOKEN_SECRET}"
-	info "token file content is now ID=SECRET; once the provider logs 'now using token ${TOKEN_ID}', run --remove-old"
+	info "once the provider logs 'token ${OLD_TOKEN_ID} has no task in flight', run --remove-old"
 elif [ -n "${CURRENT}" ]; then
 	if [ "${BIGFLEET_ROTATE}" = "1" ]; then
 		info "token ${TOKEN_ID}: rotating (the old secret stops working now; --keep-old avoids that)"
@@ -438,7 +440,24 @@ echo
 echo "Proxmox API token for BigFleet"
 echo "  token id (proxmox.tokenID): ${TOKEN_ID}"
 echo "  pool     (proxmox.pool):    ${BIGFLEET_POOL}"
-if [ -n "${TOKEN_SECRET}" ]; then
+if [ -n "${OLD_TOKEN_ID}" ]; then
+	# The provider uses the first line and reads the tasks the old token
+	# started with the second until they end (docs/credentials.md#rotating-the-token).
+	echo "  token secret:               ${TOKEN_SECRET}"
+	echo
+	echo "Token file content: the new token first, the one in use until now second:"
+	echo "  ${TOKEN_ID}=${TOKEN_SECRET}"
+	echo "  ${OLD_TOKEN_ID}=<the secret your token file holds now>"
+	echo
+	echo "Proxmox shows this secret only once. Update the Kubernetes Secret in place now (the"
+	echo "secret in use, its first line, becomes the second):"
+	cat <<EOF
+  old="\$(kubectl -n bigfleet get secret bigfleet-proxmox-token -o jsonpath='{.data.token}' | base64 -d | head -n 1)"
+  kubectl -n bigfleet create secret generic bigfleet-proxmox-token \\
+    --from-literal=token="\$(printf '%s\\n%s=%s\\n' '${TOKEN_ID}=${TOKEN_SECRET}' '${OLD_TOKEN_ID}' "\${old##*=}")" \\
+    --dry-run=client -o yaml | kubectl apply -f -
+EOF
+elif [ -n "${TOKEN_SECRET}" ]; then
 	echo "  token secret:               ${TOKEN_SECRET}"
 	echo
 	echo "Proxmox shows this secret only once. Store it in a Kubernetes Secret now:"

@@ -18,7 +18,7 @@ import {
   parseTokenFile,
   parseVmidRange,
   parseVmTags,
-  type TokenFile,
+  type TokenLine,
 } from "./proxmox.ts";
 
 export type BackendKind = "proxmox" | "fake";
@@ -121,7 +121,7 @@ export async function loadProxmox(f: FlagValues, readFile: ReadFile): Promise<Pr
 }
 
 // The file wins over the inline flag so the secret can stay out of argv.
-async function loadToken(f: FlagValues, readFile: ReadFile): Promise<TokenFile> {
+async function loadToken(f: FlagValues, readFile: ReadFile): Promise<TokenLine> {
   const file = f["proxmox-token-file"];
   if (file !== "") {
     const raw = await readFlagFile("proxmox-token-file", file, readFile);

@@ -45,20 +45,57 @@ export function cleanSecret(raw: string): string {
   return secret;
 }
 
-/** What a token file holds: the secret, and the token id when it names one. */
-export interface TokenFile {
-  /** From a `USER@REALM!TOKENID=SECRET` file; null for a file with the secret alone. */
+/** One token of a token file: its id (null for a bare secret: --proxmox-token-id's) and secret. */
+export interface TokenLine {
   tokenId: string | null;
   secret: string;
 }
 
+/** What a token file holds: the token to use, and the tokens retiring after a rotation. */
+export interface TokenFile extends TokenLine {
+  /**
+   * The lines after the first: tokens a rotation is retiring, used only to
+   * read the tasks they started (docs/credentials.md#rotating-the-token).
+   */
+  retiring: TokenLine[];
+}
+
 /**
- * A token file: the secret alone, or `USER@REALM!TOKENID=SECRET` (the form a
- * rotation writes, so a new token id arrives with its secret:
- * docs/credentials.md#rotating-the-token). Throws Error without echoing it.
+ * A token file: one token per line, the secret alone or
+ * `USER@REALM!TOKENID=SECRET` (the form a rotation writes, so a new token id
+ * arrives with its secret). The first line is the token to use; the others
+ * are retiring tokens (docs/credentials.md#rotating-the-token). Empty lines
+ * are ignored. Throws Error without echoing a secret.
  */
 export function parseTokenFile(raw: string): TokenFile {
-  const text = cleanSecret(raw);
+  const lines = raw.split("\n").map((l) => l.replace(/\r$/, "")).filter((l) => l.trim() !== "");
+  if (lines.length === 0) throw new Error("token secret is empty");
+  const tokens = lines.map((line, i) => {
+    try {
+      return parseTokenLine(line);
+    } catch (e) {
+      throw new Error(
+        lines.length === 1 ? (e as Error).message : `line ${i + 1}: ${(e as Error).message}`,
+      );
+    }
+  });
+  const seen = new Set<string | null>();
+  for (const t of tokens) {
+    if (seen.has(t.tokenId)) {
+      throw new Error(
+        t.tokenId === null
+          ? "more than one line holds a secret alone (only one token may go without its id)"
+          : `token ${t.tokenId} is listed twice`,
+      );
+    }
+    seen.add(t.tokenId);
+  }
+  return { ...tokens[0], retiring: tokens.slice(1) };
+}
+
+/** One line of a token file: SECRET or ID=SECRET. Throws Error without echoing it. */
+function parseTokenLine(line: string): TokenLine {
+  const text = cleanSecret(line);
   const eq = text.lastIndexOf("=");
   // PVE secrets are UUIDs: an "=" can only separate an id from its secret.
   if (eq < 0) return { tokenId: null, secret: text };

@@ -18,7 +18,7 @@ import { drainNode } from "./drain.ts";
 import { ensureRunning } from "./vm/running.ts";
 import { parseHostRef } from "./naming.ts";
 import { locateOwned } from "./vm/ownership.ts";
-import { checkNodes, type NodeCheck } from "./cluster/nodes.ts";
+import { checkNodes, type NodeCheck, outlastOutages } from "./cluster/nodes.ts";
 import { readyDeadline, waitReady } from "./vm/ready.ts";
 import { checkOfferingTemplates } from "./cluster/templates.ts";
 import { cloneTargetProblem } from "./cluster/clone_target.ts";
@@ -26,6 +26,7 @@ import { checkVmidRange } from "./create/vmid.ts";
 import { secondsSince } from "../async/elapsed.ts";
 import { checkOfferingRoom, offeredTypes } from "./cluster/room_startup.ts";
 import { roomRefresher } from "./cluster/room_read.ts";
+import { watchRetiringTokens } from "./retiring.ts";
 
 /** The Backend, describing VMs with their node, VMID and power state too. */
 export interface ProxmoxBackend extends Backend {
@@ -67,6 +68,8 @@ export async function createProxmoxBackend(
     throw err;
   }
   ctx.room.setRefresher(roomRefresher(ctx));
+  // Says once per token a rotation retires when removing it loses nothing.
+  const retiring = watchRetiringTokens(ctx);
   const { drain: drainTimeoutMs, configure: configureTimeoutMs } = withDefaultTimeouts(
     deps.timeouts,
   );
@@ -118,21 +121,36 @@ export async function createProxmoxBackend(
         await waitReady(ctx, loc, gate, deadline, signal);
       });
     },
-    async drain(machine, graceSeconds, signal) {
-      const loc = await locateOwned(ctx, machine, signal);
-      await observed("EnsureRunning", () => ensureRunning(ctx, loc, signal));
-      await observed("Drain", () => drainNode(ctx, loc, graceSeconds, drainTimeoutMs, signal));
-    },
+    // A Delete or Drain that meets a node that is down waits for it within its timeout.
+    drain: (machine, graceSeconds, signal) =>
+      outlastOutages(
+        ctx.api,
+        `Drain of machine ${machine.machineId}`,
+        async () => {
+          const loc = await locateOwned(ctx, machine, signal);
+          await observed("EnsureRunning", () => ensureRunning(ctx, loc, signal));
+          await observed("Drain", () => drainNode(ctx, loc, graceSeconds, drainTimeoutMs, signal));
+        },
+        signal,
+        timing.outageRecheck,
+      ),
     delete: (machine, signal) =>
-      observed("DeleteVM", async () => {
-        await deleteVm(ctx, machine, signal);
-        // The VMID is free for anyone now: no longer known as this machine's.
-        const ref = parseHostRef(machine.hostRef);
-        if (ref !== null) {
-          ctx.memory.deleted(ref.vmid, machine.machineId);
-          ctx.room.vmGone(ref.vmid);
-        }
-      }),
+      outlastOutages(
+        ctx.api,
+        `Delete of machine ${machine.machineId}`,
+        () =>
+          observed("DeleteVM", async () => {
+            await deleteVm(ctx, machine, signal);
+            // The VMID is free for anyone now: no longer known as this machine's.
+            const ref = parseHostRef(machine.hostRef);
+            if (ref !== null) {
+              ctx.memory.deleted(ref.vmid, machine.machineId);
+              ctx.room.vmGone(ref.vmid);
+            }
+          }),
+        signal,
+        timing.outageRecheck,
+      ),
     describe: (signal) => observed("DescribeManaged", () => describeManaged(ctx, signal)),
     inspect: (machine, signal) =>
       observed(
@@ -140,6 +158,7 @@ export async function createProxmoxBackend(
         () => inspectVm(ctx, cfg.catalog.get(machine.instanceType), machine, signal),
       ),
     close() {
+      retiring.stop();
       nodes.stop();
       ctx.api.close();
       return Promise.resolve();

@@ -88,7 +88,7 @@ export async function deleteVm(
     return await destroyVm(vm, timing, signal);
   });
   ctx.memory.destroyed(vmid, machine.machineId);
-  if (done.upid !== null) await freeLeftovers(ctx, vm, done.upid, signal);
+  if (done.upid !== null) await freeLeftovers(ctx, vm, done.upid, config, signal);
   if (done.left === "gone") {
     const left = await readConfig(vm, signal).catch((err) => {
       // A pool-scoped token loses its rights on the VMID with the destroy.

@@ -43,8 +43,9 @@ export async function describeManaged(
   // Which VMs to read: the name every clone gets, a marker read before, the
   // `bigfleet` tag (earlier versions always set it; the tag policy may now
   // refuse it, so no tag is required), an in-flight clone.
+  // The listing's `template` flag is no guide (a fresh VM can show it for a moment,
+  // an offline node's entries lose it): each VM's own config decides.
   const entries = listed.filter((e) => {
-    if (e.template === 1) return false;
     const tags = parseTags(e.tags);
     return tags.includes(MANAGED_TAG) || e.lock === "clone" ||
       memory.cloningFor(e.vmid) !== undefined ||

@@ -7,7 +7,7 @@ import type { InstanceType } from "../config/types.ts";
 import type { HostInspection, InspectedMachine } from "../kit/backend.ts";
 import { waitForAgent } from "./vm/agent.ts";
 import type { ProxmoxContext } from "./context.ts";
-import { readConfig, readStatus, type VmConfig, vmOf } from "./vm/vm.ts";
+import { readConfig, readPending, readStatus, type VmConfig, vmOf } from "./vm/vm.ts";
 import { describeManaged } from "./describe.ts";
 import { hostRefOf, parseHostRef } from "./naming.ts";
 import { ownedBy } from "./vm/ownership.ts";
@@ -30,7 +30,9 @@ export async function inspectVm(
   if (lock !== null) problems.push(`it is locked (${lock})`);
   const status = (await readStatus(vm, signal))?.status ?? "gone";
   if (status !== "running") problems.push(`it is ${status}, not running`);
-  const { vcpu, memoryMib } = sizeOf(config);
+  // GET config shows pending values as applied: the size a running VM has is the current one
+  // (docs/proxmox-notes.md "Pending changes").
+  const { vcpu, memoryMib } = sizeOf((await readPending(vm, signal))?.current ?? config);
   if (type === undefined) {
     problems.push(`instance type ${machine.instanceType} is not in the catalog`);
   } else if (vcpu !== type.vcpu || memoryMib !== type.memoryMib) {

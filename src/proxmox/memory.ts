@@ -1,7 +1,8 @@
 // What one backend instance remembers of the VMs it touched, and the only
 // writer of it: the clones it runs (recognisable before PVE writes their
 // name), the machine each VMID was last seen to carry (what a VM on a node
-// that is down was), and the VMIDs it destroyed (a 403 on them afterwards
+// that is down was), the nodes its templates are on (where clone tasks
+// run), and the VMIDs it destroyed (a 403 on them afterwards
 // means gone: a destroy under a pool-scoped token drops the token's rights
 // on the VMID). Nothing here survives a restart; the cluster is the record.
 
@@ -17,6 +18,8 @@ export class BackendMemory {
   readonly #known = new Map<number, string>();
   /** vmid → machine id of the VMs this process destroyed, oldest first. */
   readonly #destroyed = new Map<number, string>();
+  /** The nodes templates were found on: where clone tasks run. */
+  readonly #templateNodes = new Set<string>();
 
   /** A clone for `machineId` into `vmid` is about to be started. */
   cloneStarted(vmid: number, machineId: string): void {
@@ -90,6 +93,16 @@ export class BackendMemory {
   didDestroy(vmid: number, machineId?: string): boolean {
     const owner = this.#destroyed.get(vmid);
     return owner !== undefined && (machineId === undefined || owner === machineId);
+  }
+
+  /** A template was found on `node`: its clone tasks run there. */
+  templateFound(node: string): void {
+    this.#templateNodes.add(node);
+  }
+
+  /** The nodes templates were found on. */
+  templateNodes(): string[] {
+    return [...this.#templateNodes];
   }
 
   /** `machineId`'s Delete is done: its VMID is free for anyone now, no longer known as its VM. */

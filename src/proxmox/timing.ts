@@ -38,6 +38,8 @@ export interface Timing {
   roomSettleMs: number;
   /** A refused admission refreshes the node listing when it is older than this. */
   roomRefreshMs: number;
+  /** Waits between looks at a node a Delete or Drain waits for (cluster/nodes.ts outlastOutages). */
+  outageRecheck: Backoff;
 }
 
 export const DEFAULT_TIMING: Timing = {
@@ -67,4 +69,5 @@ export const DEFAULT_TIMING: Timing = {
   // pvestatd reports every 10 s; a pveproxy worker's status dump may be 2 s older.
   roomSettleMs: 15_000,
   roomRefreshMs: 5_000,
+  outageRecheck: { initialMs: 2_000, maxMs: 15_000 },
 };

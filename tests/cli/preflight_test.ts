@@ -172,8 +172,8 @@ Deno.test({
       const expect = [
         /^PASS {2}api {9}https:\/\/127\.0\.0\.1:\d+\/api2\/json: reachable; its certificate verifies against --proxmox-ca-file$/,
         /^PASS {2}token {7}bigfleet@pve!autoscaler: accepted \(Proxmox VE 8\.4\.1\)$/,
-        /^PASS {2}node {8}pve1: online$/,
-        /^PASS {2}node {8}pve2: online$/,
+        /^PASS {2}node {8}pve1: online, Proxmox VE 8\.4\.1$/,
+        /^PASS {2}node {8}pve2: online, Proxmox VE 8\.4\.1$/,
         /^PASS {2}pool {8}bigfleet: exists$/,
         /^PASS {2}privileges {2}\/pool\/bigfleet: Pool\.Audit, VM\.Allocate, VM\.Audit, VM\.Config\.CPU, VM\.Config\.Memory, VM\.Config\.Options, VM\.Monitor, VM\.PowerMgmt: /,
         /^PASS {2}privileges {2}\/nodes\/pve1: Sys\.Audit: to read the node's memory and CPUs/,
@@ -639,6 +639,7 @@ Deno.test({
       );
       assert.match(
         one(report, "storage", "local-lvm on pve1").message,
+        // 1 TiB, 50 GiB used by others and 20 GiB by the template's own disk.
         /^16 clones .* need 320 GiB of disks; 954 GiB free$/,
       );
       assert.equal(one(report, "storage", "local-lvm on pve2").status, "PASS");
@@ -1155,5 +1156,103 @@ Deno.test({
       assert.equal(c.status, "PASS");
       assert.match(c.message, /^the guest agent of VM 100 on pve1 .* allows guest-file-open, /);
     });
+  },
+});
+
+Deno.test({
+  name:
+    "preflight (PVE 9.2.11): each node's version is reported; a template whose cpu is a custom model needs Mapping.Use on /mapping/cpu/<name>, FAILing with setup-token.sh's fix until its ACL grants it",
+  ...opts,
+  async fn() {
+    const custom = [{
+      vmid: 9000,
+      node: "pve1",
+      name: "tmpl",
+      config: { cpu: "custom-bigfleet,flags=+aes" },
+    }];
+    // setup-token.sh reads the template's cpu from the cluster; without it, nothing is granted.
+    await withRig(
+      { pveVersion: "9.2.11", templates: custom, acl: await scriptAcl(SIM_STORAGE, 9) },
+      async (r) => {
+        const { r: res, report } = await r.json();
+        assert.equal(res.code, 1, JSON.stringify(report.checks));
+        assert.match(one(report, "node", "pve1").message, /^online, Proxmox VE 9\.2\.11$/);
+        assert.match(one(report, "node", "pve2").message, /^online, Proxmox VE 9\.2\.11$/);
+        const c = one(report, "privileges", "/mapping/cpu/bigfleet");
+        assert.equal(c.status, "FAIL");
+        assert.match(
+          c.message,
+          /^missing Mapping\.Use, needed to clone template 9000, whose cpu is the custom model bigfleet/,
+        );
+        assert.match(c.fix!, /setup-token\.sh --templates 9000 does both/);
+      },
+    );
+    const granted = await setupToken({
+      roles: ROLES_PVE9,
+      resources: '[{"id":"qemu/9000","type":"qemu","vmid":9000,"node":"pve1","template":1}]',
+      configs: { "pve1/9000": '{"cpu":"custom-bigfleet,flags=+aes","template":1}' },
+    }, SIM_STORAGE);
+    assert.equal(granted.code, 0, granted.stderr);
+    await withRig(
+      { pveVersion: "9.2.11", templates: custom, acl: aclOf(granted.mutations) },
+      async (r) => {
+        const { r: res, report } = await r.json();
+        assert.equal(res.code, 0, JSON.stringify(report.checks.filter((c) => c.status !== "PASS")));
+        assert.equal(one(report, "privileges", "/mapping/cpu/bigfleet").status, "PASS");
+      },
+    );
+    // On PVE 8 a clone checks nothing about the CPU model.
+    await withRig({ templates: custom, acl: await scriptAcl(SIM_STORAGE) }, async (r) => {
+      const { r: res, report } = await r.json();
+      assert.equal(res.code, 0);
+      assert.deepEqual(find(report, "privileges", "/mapping/cpu/bigfleet"), []);
+    });
+  },
+});
+
+Deno.test({
+  name:
+    "preflight (PVE 9.2.11): the guest agent needs VM.GuestAgent.Unrestricted for exec (it also does for ping and file-write); Audit and FileWrite alone FAIL naming exec",
+  ...opts,
+  async fn() {
+    /** setup-token.sh's PVE 9 ACL with the pool role's agent privileges replaced by `agent`. */
+    const withAgent = async (agent: string[]): Promise<SimAcl> => {
+      const acl = await scriptAcl(SIM_STORAGE, 9);
+      const entries = acl.entries.map((e) =>
+        e.path === "/pool/bigfleet"
+          ? { ...e, privs: [...e.privs.filter((p) => !p.startsWith("VM.GuestAgent.")), ...agent] }
+          : e
+      );
+      return { ...acl, entries };
+    };
+    await withRig(
+      { pveVersion: "9.2.11", acl: await withAgent(["VM.GuestAgent.Unrestricted"]) },
+      async (r) => {
+        const { r: res, report } = await r.json();
+        assert.equal(res.code, 0, JSON.stringify(report.checks.filter((c) => c.status !== "PASS")));
+        assert.match(
+          one(report, "privileges", "/pool/bigfleet").message,
+          /VM\.GuestAgent\.Unrestricted/,
+        );
+      },
+    );
+    await withRig(
+      {
+        pveVersion: "9.2.11",
+        acl: await withAgent(["VM.GuestAgent.Audit", "VM.GuestAgent.FileWrite"]),
+      },
+      async (r) => {
+        const { r: res, report } = await r.json();
+        assert.equal(res.code, 1);
+        const c = one(report, "privileges", "/pool/bigfleet");
+        assert.equal(c.status, "FAIL");
+        assert.equal(
+          c.message,
+          "missing VM.GuestAgent.Unrestricted, needed to run the bootstrap hook and kubectl " +
+            "drain in the guest (agent exec, exec-status)",
+        );
+        assert.match(c.fix!, /setup-token\.sh --pool bigfleet/);
+      },
+    );
   },
 });

@@ -10,6 +10,8 @@ import { aclOf, ROLES_PVE8, ROLES_PVE9, run, SECRET, SETUP, setupToken } from ".
 import { issueCert, makeCa } from "../pvesim/mod.ts";
 import type { InstanceType } from "../../src/config/types.ts";
 
+import { parseTokenFile } from "../../src/config/proxmox.ts";
+
 const SCRIPTS = [SETUP, `${ROOT}deploy/install-helm.sh`];
 
 Deno.test("host scripts: sh -n", async () => {
@@ -128,6 +130,38 @@ Deno.test("setup-token.sh: --rotate replaces the token; --dry-run changes nothin
   assert.match(dry.stderr, /\+ pveum acl modify \/pool\/bigfleet --tokens bigfleet@pve!autoscaler/);
 });
 
+/**
+ * Runs the Secret update setup-token.sh prints, against a stub kubectl whose
+ * Secret holds `now` as its token; what `create secret` was given.
+ */
+async function runSecretUpdate(command: string, now: string): Promise<string> {
+  const dir = await Deno.makeTempDir();
+  try {
+    const b64 = btoa(now);
+    await Deno.writeTextFile(
+      `${dir}/kubectl`,
+      `#!/bin/sh
+case "$*" in
+*"get secret bigfleet-proxmox-token"*) printf '%s' '${b64}' ;;
+*"create secret generic bigfleet-proxmox-token"*)
+  for a in "$@"; do
+    case "$a" in --from-literal=token=*) printf '%s' "\${a#--from-literal=token=}" > "${dir}/written" ;; esac
+  done
+  echo "kind: Secret" ;;
+*"apply -f -"*) cat > /dev/null ;;
+*) exit 3 ;;
+esac
+`,
+    );
+    await Deno.chmod(`${dir}/kubectl`, 0o755);
+    const res = await run("sh", ["-euc", command], { PATH: `${dir}:${Deno.env.get("PATH")}` });
+    assert.equal(res.code, 0, res.stderr);
+    return await Deno.readTextFile(`${dir}/written`);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
 Deno.test("setup-token.sh: --rotate --keep-old adds a token beside the old one; --remove-old retires the rest", async () => {
   const cluster = (tokens: string[]) => ({
     roles: ROLES_PVE9,
@@ -147,9 +181,32 @@ Deno.test("setup-token.sh: --rotate --keep-old adds a token beside the old one; 
     `acl modify /pool/bigfleet --tokens bigfleet@pve!${name} --roles BigFleetProvisioner --propagate 1`,
   ));
   assert.ok(!kept.mutations.some((c) => c.includes("--tokens bigfleet@pve!autoscaler ")));
-  // The token file content: id and secret together, so the provider can switch ids.
-  assert.ok(kept.stdout.includes(`bigfleet@pve!${name}=${SECRET}`), kept.stdout);
+  // The token file content: the new token's id and secret first, the old token second, so the
+  // provider switches ids and still reads the tasks the old one started.
+  const out = kept.stdout.split("\n");
+  const file = out.indexOf(
+    "Token file content: the new token first, the one in use until now second:",
+  );
+  assert.ok(file >= 0, kept.stdout);
+  assert.deepEqual(out.slice(file + 1, file + 3), [
+    `  bigfleet@pve!${name}=${SECRET}`,
+    "  bigfleet@pve!autoscaler=<the secret your token file holds now>",
+  ]);
   assert.match(kept.stdout, new RegExp(`token id \\(proxmox\\.tokenID\\): bigfleet@pve!${name}`));
+  // The Secret command, run against a stub kubectl holding the file as it is now (either form).
+  const from = out.findIndex((l) => l.startsWith("  old="));
+  const command = out.slice(from, from + 4);
+  assert.equal(command.length, 4, kept.stdout);
+  for (const now of [`bigfleet@pve!autoscaler=old-secret\n`, "old-secret\n"]) {
+    const written = await runSecretUpdate(command.join("\n"), now);
+    const parsed = parseTokenFile(written);
+    assert.equal(parsed.tokenId, `bigfleet@pve!${name}`);
+    assert.equal(parsed.secret, SECRET);
+    assert.deepEqual(parsed.retiring, [{
+      tokenId: "bigfleet@pve!autoscaler",
+      secret: "old-secret",
+    }]);
+  }
 
   const family = ["autoscaler", "autoscaler-r20261201090000", "autoscaler-r20261202090000"];
   const removed = await setupToken(cluster([...family, "other"]), ["--remove-old"]);

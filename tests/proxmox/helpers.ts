@@ -30,6 +30,7 @@ export const FAST: Partial<Timing> = {
   cloneSettleMs: 1500,
   probeTimeoutMs: 4000,
   volumeRetry: { initialMs: 10, maxMs: 40 },
+  outageRecheck: { initialMs: 50, maxMs: 200 },
 };
 
 /** Every log record the backend emitted, rendered as one line each (message + properties). */
@@ -185,6 +186,24 @@ export const signal = () => AbortSignal.timeout(20_000);
 
 export function vmidOf(hostRef: string): number {
   return Number(hostRef.split("/")[1]);
+}
+
+/** Guest `vmid` as /cluster/resources lists it now (undefined when not listed). */
+export async function listedGuest(
+  sim: Simulator,
+  vmid: number,
+): Promise<Record<string, unknown> | undefined> {
+  const client = Deno.createHttpClient({ caCerts: [sim.caPem] });
+  try {
+    const res = await fetch(`${sim.url}/cluster/resources?type=vm`, {
+      headers: { Authorization: sim.authHeader },
+      client,
+    });
+    const { data } = await res.json() as { data: Record<string, unknown>[] };
+    return data.find((e) => e.vmid === vmid);
+  } finally {
+    client.close();
+  }
 }
 
 /** All requests that carried a valid token. */

@@ -24,16 +24,16 @@ Deno.test("machines recover: destroy, adopt, and every refusal, through the admi
 
   // ---- a crash while four Creates wait for guest agents that never answer ----
   r.sim.faults.agentDown = true;
-  const first = await r.start();
+  const first = await r.start(["--seed-count=8"]);
   const h1 = new Harness(first.addr);
-  const [a, b, c, d] = (await h1.pickNSpeculative(4)).map((m) => m.id);
+  const [a, b, c, d, e] = (await h1.pickNSpeculative(5)).map((m) => m.id);
   try {
-    for (const id of [a, b, c, d]) await h1.create(id);
+    for (const id of [a, b, c, d, e]) await h1.create(id);
     await waitFor(
-      "four cloned VMs running",
+      "five cloned VMs running",
       () =>
         r.sim.vms().filter((v) => !v.template && v.status === "running" && !v.config.lock)
-            .length === 4 || undefined,
+            .length === 5 || undefined,
       20_000,
     );
   } finally {
@@ -42,7 +42,7 @@ Deno.test("machines recover: destroy, adopt, and every refusal, through the admi
   }
   const vmOf = (id: string) => r.sim.vms().find((v) => v.description?.includes(id))!;
 
-  const p = await r.start(["--reconcile-interval=300ms"]);
+  const p = await r.start(["--seed-count=8", "--reconcile-interval=300ms"]);
   const h = new Harness(p.addr);
   const recoveries = async (action: string, outcome: string) =>
     sample(await scrape(p.metricsPort), "bigfleet_proxmox_recoveries_total", { action, outcome });
@@ -52,7 +52,7 @@ Deno.test("machines recover: destroy, adopt, and every refusal, through the admi
       return m.state === MachineState.FAILED && m.host ? m : undefined;
     });
   try {
-    for (const id of [a, b, c, d]) {
+    for (const id of [a, b, c, d, e]) {
       const m = await failedWithHost(id);
       assert.equal(m.host?.ref, `${vmOf(id).node}/${vmOf(id).vmid}`);
     }
@@ -176,6 +176,29 @@ Deno.test("machines recover: destroy, adopt, and every refusal, through the admi
         assert.equal((await h.get(id)).state, MachineState.SPECULATIVE);
       }
     });
+
+    await t.step(
+      "refused: adopting a running VM whose right size is only pending (GET config shows it applied)",
+      async () => {
+        const vm = vmOf(e);
+        const right = Number(vm.config.cores);
+        // It runs with 1 core; an operator's `qm set --cores` on the running VM stays pending.
+        r.sim.editConfig(vm.vmid, { cores: 1 });
+        const client = Deno.createHttpClient({ caCerts: [r.sim.caPem] });
+        const put = await fetch(`${r.sim.url}/nodes/${vm.node}/qemu/${vm.vmid}/config`, {
+          method: "PUT",
+          headers: { Authorization: r.sim.authHeader, "Content-Type": "application/json" },
+          body: JSON.stringify({ cores: right }),
+          client,
+        });
+        assert.equal(put.status, 200, await put.text());
+        client.close();
+        assert.equal(r.sim.vm(vm.vmid)!.pending.cores, right, "pending until the next start");
+        refused(await recover(e, "--adopt", "--yes"), /has 1 vCPU \/ \d+ MiB, pve\.\w+ is/);
+        assert.equal((await h.get(e)).state, MachineState.FAILED);
+        assert.equal((await recover(e, "--destroy", "--yes")).code, 0);
+      },
+    );
 
     await t.step("refused: adopting a FAILED Configure; --destroy frees it", async () => {
       const w = await h.walkToIdle();

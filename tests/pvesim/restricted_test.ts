@@ -139,6 +139,36 @@ Deno.test("storage content DELETE needs Datastore.Allocate, which AllocateSpace 
   }, { acl: poolOnly() });
 });
 
+Deno.test("storage content GET of one volume: its attributes while it is there, the plugin's words once it is gone; Datastore.Allocate, or Audit and VM.Config.Disk on its VM", async () => {
+  for (const [acl, ok] of [[undefined, true], [poolOnly(), false]] as const) {
+    await withSim(async (sim, api) => {
+      const { newid } = await cloneAndWait(api, { pool: "bigfleet" });
+      const disk = String(sim.vm(newid)!.config.scsi0).split(",")[0];
+      const path = `/nodes/pve1/storage/ceph-vm/content/${encodeURIComponent(disk)}`;
+      const there = await rawRequest(sim, "GET", path);
+      if (!ok) {
+        // Datastore.Audit on the storage, but no VM.Config.Disk on the VM (setup-token.sh's grants).
+        assert.deepEqual(
+          [there.status, there.reason],
+          [403, `Permission check failed (/vms/${newid}, VM.Config.Disk)`],
+        );
+        return;
+      }
+      assert.equal(there.status, 200);
+      assert.equal((JSON.parse(there.body).data as Obj).format, "raw");
+      await api.waitTask(await api.data("DELETE", `/nodes/pve1/qemu/${newid}`) as string);
+      const gone = await rawRequest(sim, "GET", path);
+      assert.deepEqual(
+        [gone.status, gone.reason],
+        [
+          500,
+          `rbd error: rbd: error opening image vm-${newid}-disk-0: (2) No such file or directory`,
+        ],
+      );
+    }, { acl });
+  }
+});
+
 Deno.test("destroy dying after its stub: the VMID keeps `lock: destroyed` only, status 'unexpected status'", async () => {
   await withSim(async (sim, api) => {
     const { newid } = await cloneAndWait(api, { pool: "bigfleet" });

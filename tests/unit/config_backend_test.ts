@@ -147,7 +147,7 @@ Deno.test("backend: missing or bad real-backend settings", async () => {
       ],
       [
         [...realArgv(dir), `--proxmox-token-file=${dir}/ca.pem`],
-        /^--proxmox-token-file: token secret contains/,
+        /^--proxmox-token-file: line 1: token secret contains/,
       ],
       [
         [...without("--proxmox-token-file"), `--proxmox-token-secret=${SECRET} x`],
@@ -225,6 +225,37 @@ Deno.test("backend: a token file may name its token id (USER@REALM!TOKENID=SECRE
     await rejects(realArgv(dir), /--proxmox-token-file: holds an '=' but no USER@REALM!TOKENID/);
     await Deno.writeTextFile(`${dir}/token`, `${SECRET}\n`);
     await rejects(noFlag, /--proxmox-token-id: is required .*TOKENID=SECRET/);
+  });
+});
+
+Deno.test("backend: a token file after a rotation holds the new token first, then the retiring ones", async () => {
+  await withFiles(async (dir) => {
+    const old = "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee";
+    await Deno.writeTextFile(
+      `${dir}/token`,
+      `bigfleet@pve!autoscaler-r2=${SECRET}\r\n\nbigfleet@pve!autoscaler=${old}\n`,
+    );
+    const c = await loadConfig(realArgv(dir));
+    assert.equal(c.proxmox?.tokenId, "bigfleet@pve!autoscaler-r2", "the first line is in use");
+    assert.equal(c.proxmox?.tokenSecret, SECRET);
+    // A later line may be a secret alone (the --proxmox-token-id token), once.
+    await Deno.writeTextFile(`${dir}/token`, `bigfleet@pve!autoscaler-r2=${SECRET}\n${old}\n`);
+    assert.equal((await loadConfig(realArgv(dir))).proxmox?.tokenId, "bigfleet@pve!autoscaler-r2");
+    const bad: [string, RegExp][] = [
+      [`${SECRET}\n${old}\n`, /more than one line holds a secret alone/],
+      [`x@pve!a=${SECRET}\nx@pve!a=${old}\n`, /token x@pve!a is listed twice/],
+      [`x@pve!a=${SECRET}\nnot-an-id=${old}\n`, /line 2: holds an '=' but no USER@REALM!TOKENID/],
+      [`x@pve!a=${SECRET}\nx@pve!b=${old} trailing\n`, /line 2: .*whitespace/],
+    ];
+    for (const [content, want] of bad) {
+      await Deno.writeTextFile(`${dir}/token`, content);
+      await rejects(realArgv(dir), want);
+      try {
+        await loadConfig(realArgv(dir));
+      } catch (e) {
+        assert.ok(!String(e).includes(old) && !String(e).includes(SECRET), "no secret echoed");
+      }
+    }
   });
 });
 

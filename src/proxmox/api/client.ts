@@ -24,6 +24,14 @@ export type Params = Record<string, string | number | boolean | string[] | undef
 export interface ReadOptions {
   /** Attempts on transient failures; default the client's readAttempts. */
   attempts?: number;
+  /**
+   * Send as this token when the process knows it (a task is read with the
+   * token that started it: docs/proxmox-notes.md "Worker tasks"); otherwise
+   * as the token in use.
+   */
+  as?: string;
+  /** With `as`: never as another token; a token no longer known is answered 401 here. */
+  only?: boolean;
 }
 
 export interface ApiClient {
@@ -44,6 +52,8 @@ export interface ApiClient {
   put<T = unknown>(path: string, body: Params, signal: AbortSignal): Promise<T>;
   /** DELETE with query parameters. */
   del<T = unknown>(path: string, query: Params | undefined, signal: AbortSignal): Promise<T>;
+  /** The tokens this client sends: the one in use, and those a rotation retires. */
+  readonly tokens: TokenSource;
   close(): void;
 }
 
@@ -129,16 +139,34 @@ export function createApiClient(opts: ApiClientOptions): ApiClient {
   // take the last place, so tasks, configs and starts always find one.
   const pings = createKeyedLimit(limit > 0 ? Math.max(1, limit - 1) : 0);
 
+  /** The header to send `read` with; null when it must go as a token no longer known. */
+  const headerFor = (read: ReadOptions): string | null => {
+    // Asked on every request, so a changed token file is seen whatever the request.
+    const current = token.authorization();
+    if (read.as === undefined) return current;
+    return token.authorizationOf(read.as) ?? (read.only ? null : current);
+  };
+
   async function once(
     method: "GET" | "POST" | "PUT" | "DELETE",
     path: string,
     query: Params | undefined,
     body: Params | undefined,
     signal: AbortSignal,
+    read: ReadOptions = {},
     retried = false,
   ): Promise<unknown> {
     const url = new URL(opts.baseUrl + path + toQuery(query));
-    const auth = token.authorization();
+    const auth = headerFor(read);
+    if (auth === null) {
+      throw new ProxmoxApiError(
+        method,
+        path,
+        401,
+        "",
+        `proxmox ${method} ${path}: 401 token ${read.as} is no longer accepted`,
+      );
+    }
     const headers: Record<string, string> = { Authorization: auth, Accept: "application/json" };
     let payload: Uint8Array<ArrayBuffer> | undefined;
     if (body !== undefined) {
@@ -179,8 +207,12 @@ export function createApiClient(opts: ApiClientOptions): ApiClient {
       throw new TransportError(`proxmox ${method} ${path}: ${(err as Error)?.message ?? err}`);
     }
     // A 401 was decided before anything ran: safe to send again once, with a rotated token.
-    if (res.status === 401 && !retried && token.renewedAfter401(auth)) {
-      return await once(method, path, query, body, signal, true);
+    if (res.status === 401 && !retried) {
+      token.refused(auth);
+      const next = headerFor(read);
+      if (next !== null && next !== auth) {
+        return await once(method, path, query, body, signal, read, true);
+      }
     }
     if (res.status < 200 || res.status > 299) throw errorFromResponse(method, path, res);
     try {
@@ -247,11 +279,12 @@ export function createApiClient(opts: ApiClientOptions): ApiClient {
         read.attempts ?? opts.readAttempts,
         isTransient,
         signal,
-        () => once("GET", path, query, undefined, signal),
+        () => once("GET", path, query, undefined, signal, read),
       ) as never,
     post: (path, body, signal) => send("POST", path, undefined, body, signal),
     put: (path, body, signal) => send("PUT", path, undefined, body, signal),
     del: (path, query, signal) => send("DELETE", path, query, undefined, signal),
+    tokens: token,
     close: () => opts.transport.close(),
   };
 }

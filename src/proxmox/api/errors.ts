@@ -37,6 +37,15 @@ export class TaskFailedError extends BackendError {
   }
 }
 
+/**
+ * A task no token this process knows may read (another token started it and
+ * was removed since), whose effect in the cluster says it did not do its
+ * work, or cannot say whether it did (api/tasks.ts).
+ */
+export class TaskUnreadableError extends BackendError {
+  override name = "TaskUnreadableError";
+}
+
 /** Statuses that mean "the proxy chain failed; the operation may or may not have happened". */
 const TRANSIENT_STATUSES = new Set([502, 503, 504, 595, 596, 597, 599]);
 

@@ -10,7 +10,7 @@ import type { InstanceType } from "../../config/types.ts";
 import { storageFor } from "../../config/instance_options.ts";
 import { BackendError } from "../../kit/backend.ts";
 import { serverTextOf } from "../api/errors.ts";
-import { bootDisk, driveBytes, isCdrom } from "../vm/disks.ts";
+import { bootDisk, driveBytes, isCdrom } from "../vm/drives.ts";
 import type { VmConfig } from "../vm/vm.ts";
 import {
   type StorageInfo,

@@ -178,3 +178,83 @@ function recheckNodes(api: ApiClient, configured: readonly string[], every: Back
     stop: () => ac.abort(),
   };
 }
+
+/** The node a per-node call's path names (`/nodes/<node>/…`), if any. */
+function nodeOfPath(path: string): string | null {
+  return /^\/nodes\/([^/]+)\//.exec(path)?.[1] ?? null;
+}
+
+/**
+ * The node a failure says cannot be reached, or null: pveproxy's 595 for a
+ * node it cannot reach (`No route to host`, `Connection refused`,
+ * `Connection timed out`), or another proxy failure for a node /nodes lists
+ * offline (docs/proxmox-notes.md "A node that is down").
+ */
+async function unreachableNode(
+  api: ApiClient,
+  err: unknown,
+  signal: AbortSignal,
+): Promise<string | null> {
+  if (!isNodeUnreachable(err)) return null;
+  const node = nodeOfPath((err as ProxmoxApiError).path);
+  if (node === null) return null;
+  if ((err as ProxmoxApiError).status === 595) return node;
+  return (await offlineNodes(api, signal)).has(node) ? node : null;
+}
+
+/**
+ * Run `work` (which must be safe to run again from the start) to its end
+ * while the nodes it calls come and go: when it fails because a node cannot
+ * be reached, wait until the cluster lists that node again and run it once
+ * more, until `signal` (the operation's deadline) ends the wait. What waits
+ * is logged once, and its going on once. So a Delete or Drain that meets a
+ * node that is down completes when the node is back in time, and otherwise
+ * times out: it never reports done what it could not see done.
+ */
+export async function outlastOutages<T>(
+  api: ApiClient,
+  what: string,
+  work: () => Promise<T>,
+  signal: AbortSignal,
+  recheck: Backoff,
+): Promise<T> {
+  let waitingFor: string | null = null;
+  for (;;) {
+    try {
+      const done = await work();
+      if (waitingFor !== null) {
+        log.info("{what} is done now that node {node} is back", {
+          what,
+          node: waitingFor,
+        });
+      }
+      return done;
+    } catch (err) {
+      if (signal.aborted) throw err;
+      const node = await unreachableNode(api, err, signal);
+      if (node === null) throw err;
+      if (waitingFor !== node) {
+        waitingFor = node;
+        log.warn(
+          "{what} waits for node {node}, which cannot be reached ({error}); it goes on when the " +
+            "node is back, or ends when its time is up",
+          { what, node, error: (err as Error).message },
+        );
+      }
+      await untilListed(api, node, signal, recheck);
+    }
+  }
+}
+
+/** Wait until /nodes no longer lists `node` offline (then at least one wait, so a flapping node is not hammered). */
+async function untilListed(
+  api: ApiClient,
+  node: string,
+  signal: AbortSignal,
+  recheck: Backoff,
+): Promise<void> {
+  for (const ms of pollWaits(recheck)) {
+    await sleep(ms, signal);
+    if (!(await offlineNodes(api, signal)).has(node)) return;
+  }
+}

@@ -10,10 +10,10 @@ import { getLogger } from "@logtape/logtape";
 import type { InstanceType, TemplateSource } from "../../config/types.ts";
 import { BackendError } from "../../kit/backend.ts";
 import { agentEnabled } from "../vm/agent.ts";
-import { isDriveKey } from "../vm/disks.ts";
 import type { ProxmoxContext } from "../context.ts";
 import { isPermissionError, listResources, readConfig, type VmConfig, vmOf } from "../vm/vm.ts";
 import type { ApiClient } from "../api/client.ts";
+import { driveVolumes } from "../vm/drives.ts";
 
 const log = getLogger(["bigfleet", "proxmox"]);
 
@@ -46,27 +46,8 @@ export interface StorageInfo {
   content?: string[];
 }
 
-/** A drive of a config that names a volume. */
-export interface Volume {
-  key: string;
-  volid: string;
-  /** The storage id of `storage:name`; null for a path (not a storage volume). */
-  storage: string | null;
-}
-
 /** Every volume the template's drives use; `none` and the host's physical `cdrom` use none. */
-export function templateVolumes(config: VmConfig): Volume[] {
-  const out: Volume[] = [];
-  for (const [key, value] of Object.entries(config)) {
-    if (!isDriveKey(key) || typeof value !== "string") continue;
-    const first = value.split(",")[0];
-    const volid = first.startsWith("file=") ? first.slice(5) : first;
-    if (volid === "" || volid === "none" || volid === "cdrom") continue;
-    const m = volid.match(/^([a-z][a-z0-9\-_.]*[a-z0-9]):./i);
-    out.push({ key, volid, storage: m ? m[1] : null });
-  }
-  return out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-}
+export const templateVolumes = driveVolumes;
 
 /**
  * Why a template living on another node cannot be cloned onto `zone`: the
@@ -164,6 +145,7 @@ export async function findTemplate(
       found = await templateNamed(ctx, source.name, zone, signal);
       break;
   }
+  ctx.memory.templateFound(found.node);
   if (found.config !== null && !agentEnabled(found.config.agent)) {
     throw new TemplateProblem(
       `template VM ${found.vmid} does not enable the QEMU guest agent (config 'agent'); clones could never be bootstrapped`,

@@ -68,10 +68,11 @@ export async function findExisting(
   const offline = offlineOf(nodeStates);
   // The listing tells each node's room too: Create checks it before it clones.
   if (listing !== null) ctx.room.observe(listingOf(requestedAt, listing, nodeStates));
+  // The listing's `template` flag is no guide: a fresh VM can show it for a moment
+  // (docs/proxmox-notes.md "A node that is down"); each candidate's own config decides.
   let entries: { node: string; vmid: number }[] = listed.filter((e) =>
-    e.template !== 1 &&
-    (afterLostClones || parseTags(e.tags).includes(tag) || e.lock === "clone" || e.name === name ||
-      e.name === undefined || memory.cloningFor(e.vmid) === machineId)
+    afterLostClones || parseTags(e.tags).includes(tag) || e.lock === "clone" || e.name === name ||
+    e.name === undefined || memory.cloningFor(e.vmid) === machineId
   );
   for (const vmid of memory.clonesOf(machineId)) {
     if (!entries.some((e) => e.vmid === vmid)) entries.push({ node: nodes[0], vmid });
@@ -104,7 +105,8 @@ export async function findExisting(
     });
   }
   if (found.length === 0 && !afterLostClones) {
-    const online = nodes.filter((n) => !down.has(n));
+    // Clone tasks run on the template's node, which may be outside --nodes.
+    const online = [...new Set([...nodes, ...memory.templateNodes()])].filter((n) => !down.has(n));
     if (await waitedForLostClones(ctx, online, machineId, signal)) {
       return await findExisting(ctx, machineId, signal, true);
     }
@@ -144,6 +146,8 @@ export async function resolveCandidate(
       node = n;
       config = await readConfig({ api, node, vmid }, signal);
     }
+    // A template is never a machine's VM, whatever it carries.
+    if (Number(config.template ?? 0) === 1) return null;
     const owner = parseMarker(config.description)?.machineId;
     if (owner !== undefined && owner !== machineId) return null;
     if (owner === undefined) {
@@ -165,12 +169,14 @@ export async function resolveCandidate(
 }
 
 /**
- * Whether a clone task started by our token runs on `node` that this process
- * does not follow (its POST went unanswered, its Create was aborted, or a
- * provider before a restart started it): only such a task can be writing a
- * temporary config of ours. The node's task list is answered by pveproxy,
- * without a pvedaemon worker. When it cannot be read, assume one runs
- * (`unreadable`).
+ * Whether a clone task started by one of our tokens runs on `node` that this
+ * process does not follow (its POST went unanswered, its Create was aborted,
+ * or a provider before a restart started it): only such a task can be
+ * writing a temporary config of ours. A token sees only its own tasks, so
+ * the node's task list is asked with every token this process knows (the
+ * one in use and those a rotation retires: docs/credentials.md#rotating-the-token);
+ * pveproxy answers it without a pvedaemon worker. When one cannot be read
+ * (a token refused: removed), assume such a clone runs (`unreadable`).
  */
 async function lostCloneRunning(
   ctx: ProxmoxContext,
@@ -178,25 +184,31 @@ async function lostCloneRunning(
   signal: AbortSignal,
   unreadable = true,
 ): Promise<boolean> {
-  let list: unknown;
-  try {
-    list = await ctx.api.get(
-      `/nodes/${node}/tasks`,
-      { source: "active", typefilter: "qmclone", limit: 1000 },
-      signal,
-    );
-  } catch (err) {
-    if (signal.aborted) throw err;
-    return unreadable;
+  for (const token of ctx.api.tokens.ids()) {
+    let list: unknown;
+    try {
+      list = await ctx.api.get(
+        `/nodes/${node}/tasks`,
+        { source: "active", typefilter: "qmclone", limit: 1000 },
+        signal,
+        { as: token, only: true },
+      );
+    } catch (err) {
+      if (signal.aborted) throw err;
+      if (unreadable) return true;
+      continue;
+    }
+    const lost = (Array.isArray(list) ? list : []).some((e) => {
+      const t = e as Record<string, unknown>;
+      // PVE shows a token's task as run by the full token id (`USER@REALM!TOKENID`); the
+      // user alone still matches a task started under a token this process does not know.
+      const user = String(t.user ?? "").split("!")[0];
+      return t.status === "RUNNING" && !ctx.memory.followsTask(String(t.upid)) &&
+        (ctx.taskUser === "" || user === ctx.taskUser);
+    });
+    if (lost) return true;
   }
-  return (Array.isArray(list) ? list : []).some((e) => {
-    const t = e as Record<string, unknown>;
-    // PVE shows a token's task as run by the full token id (`USER@REALM!TOKENID`); the
-    // user alone still matches a task started before a rotation, under the old token.
-    const user = String(t.user ?? "").split("!")[0];
-    return t.status === "RUNNING" && !ctx.memory.followsTask(String(t.upid)) &&
-      (ctx.taskUser === "" || user === ctx.taskUser);
-  });
+  return false;
 }
 
 /**

@@ -14,10 +14,19 @@ import { storageFor } from "../../config/instance_options.ts";
 import { BackendError, type SlotSpec } from "../../kit/backend.ts";
 import { pollUntil, pollWithin } from "../../async/poll.ts";
 import { sleep } from "../../async/sleep.ts";
-import { waitTask } from "../api/tasks.ts";
+import { type Effect, waitTask } from "../api/tasks.ts";
 import { findTemplate, type TemplateRef } from "../cluster/templates.ts";
 import { explainCloneRefusal } from "../cluster/clone_target.ts";
-import { blockingLock, type Located, readConfig, type VmAt, vmOf, vmPath } from "../vm/vm.ts";
+import {
+  blockingLock,
+  isPermissionError,
+  type Located,
+  readConfig,
+  type VmAt,
+  type VmConfig,
+  vmOf,
+  vmPath,
+} from "../vm/vm.ts";
 import type { ProxmoxContext } from "../context.ts";
 import { buildDescription, parseMarker, vmName } from "../naming.ts";
 import { destroyVm } from "../vm/destroy.ts";
@@ -115,8 +124,11 @@ export function createCloner(ctx: ProxmoxContext, limits: CloneLimits): CloneNew
       const upid = String(started.upid);
       memory.cloneTaskStarted(upid);
       try {
-        const what = `clone of template ${tmpl.vmid} into VM ${vmid}`;
-        await waitTask(api, upid, what, timing.task, signal);
+        await waitTask(api, upid, {
+          what: `clone of template ${tmpl.vmid} into VM ${vmid}`,
+          timing: timing.task,
+          effect: cloneEffect(ctx, tmpl.node, { node: slot.zone, vmid }, slot.machineId),
+        }, signal);
       } finally {
         memory.cloneTaskEnded(upid);
       }
@@ -205,8 +217,8 @@ export function createCloner(ctx: ProxmoxContext, limits: CloneLimits): CloneNew
           case "ambiguous": {
             const { vmid } = outcome;
             attempts++;
-            // The clone may have started behind the proxy error: look for it before cloning again.
-            log.warn("clone POST for VM {vmid} failed ambiguously; looking for it", {
+            // The clone may run behind the proxy error or the unreadable task: look for it first.
+            log.warn("the clone into VM {vmid} may have run ({error}); looking for it", {
               vmid,
               error: (outcome.err as Error).message,
             });
@@ -223,6 +235,39 @@ export function createCloner(ctx: ProxmoxContext, limits: CloneLimits): CloneNew
     } finally {
       held.releaseAll();
     }
+  };
+}
+
+/**
+ * What a clone did, read from its VM when its task cannot be read: done once
+ * the VM shows the machine's marker, unlocked, on its target node; failed
+ * when it is on neither the template's node nor the target (the clone
+ * loop then looks for it as for a POST without an answer). The template's
+ * node is read first: a finished clone moves from there to the target, so
+ * it cannot slip between the two reads.
+ */
+function cloneEffect(
+  ctx: ProxmoxContext,
+  source: string,
+  target: VmAt,
+  machineId: string,
+): (signal: AbortSignal) => Promise<Effect> {
+  return async (signal) => {
+    for (const node of new Set([source, target.node])) {
+      let config: VmConfig | null;
+      try {
+        config = await readConfig(vmOf(ctx, { node, vmid: target.vmid }), signal);
+      } catch (err) {
+        // A pool-scoped token cannot read its clone before it joins the pool, at the end.
+        if (isPermissionError(err)) return undefined;
+        throw err;
+      }
+      if (config === null) continue;
+      const done = node === target.node && blockingLock(config.lock) === null &&
+        parseMarker(config.description)?.machineId === machineId;
+      return done ? "done" : undefined;
+    }
+    return { failed: `VM ${target.vmid} is on neither ${source} nor ${target.node}` };
   };
 }
 
@@ -286,7 +331,7 @@ async function clearHalfMade(
     error: why,
   });
   const done = await destroyVm(vm, ctx.timing, signal);
-  if (done.upid !== null) await freeLeftovers(ctx, vm, done.upid, signal);
+  if (done.upid !== null) await freeLeftovers(ctx, vm, done.upid, config, signal);
   return true;
 }
 

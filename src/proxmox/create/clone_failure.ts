@@ -10,6 +10,7 @@ import {
   refusedWith,
   serverTextOf,
   TaskFailedError,
+  TaskUnreadableError,
 } from "../api/errors.ts";
 import type { TemplateRef } from "../cluster/templates.ts";
 import { type Located, readConfig, type VmAt, vmOf } from "../vm/vm.ts";
@@ -29,8 +30,9 @@ export type Attempt =
  * A clone attempt, classified: `made`; `template-locked` (nothing was made:
  * the source was locked, wait for it); `storage-locked` (vdisk_alloc timed
  * out on a storage lock: the worker removed what it made); `race-lost` (the
- * VMID is someone else's now); `ambiguous` (the POST got a proxy error, so
- * its clone may still run); `fatal` (anything else, or a failure whose
+ * VMID is someone else's now); `ambiguous` (the POST got a proxy error, or
+ * its task cannot be read any more and its VM is not found, so its clone
+ * may still run); `fatal` (anything else, or a failure whose
  * retries are used up).
  */
 export type CloneOutcome =
@@ -76,7 +78,10 @@ export async function classifyClone(
   const at = { node: tmpl.node, vmid };
   const raced = said === "race" || (postFailed && await legacyRaceLost(ctx, err, at, signal));
   if (raced && left.clone) return { kind: "race-lost", vmid, text };
-  if (postFailed && isTransient(err) && left.clone) return { kind: "ambiguous", vmid, err };
+  // A POST without an answer, or a clone task no token this process knows may read any
+  // more whose VM cannot be found: the clone may still run.
+  const unknown = (postFailed && isTransient(err)) || err instanceof TaskUnreadableError;
+  if (unknown && left.clone) return { kind: "ambiguous", vmid, err };
   return { kind: "fatal", err };
 }
 

@@ -12,7 +12,7 @@ import { sleep } from "../../async/sleep.ts";
 import { isTransient, serverTextOf } from "../api/errors.ts";
 import { waitTask } from "../api/tasks.ts";
 import type { ProxmoxContext } from "../context.ts";
-import { bootDisk, driveBytes } from "../vm/disks.ts";
+import { bootDisk, driveBytes } from "../vm/drives.ts";
 import { isPermissionError, type Located, readConfig, vmOf, vmPath } from "../vm/vm.ts";
 
 const log = getLogger(["bigfleet", "proxmox"]);
@@ -53,7 +53,17 @@ export async function growBootDisk(
         signal,
       );
       if (typeof upid === "string") {
-        await waitTask(api, upid, `growing ${disk.key} of VM ${loc.vmid}`, timing.task, signal);
+        const key = disk.key;
+        await waitTask(api, upid, {
+          what: `growing ${key} of VM ${loc.vmid}`,
+          timing: timing.task,
+          // Read when the task cannot be (a token rotated away): the disk at its new size.
+          effect: async (signal) => {
+            const config = await readConfig(vm, signal);
+            if (config === null) return { failed: `${what} vanished` };
+            return driveBytes(config[key]) >= gib * GIB ? "done" : undefined;
+          },
+        }, signal);
       }
       break;
     } catch (err) {

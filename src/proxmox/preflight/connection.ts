@@ -35,6 +35,7 @@ function readOnly(api: ApiClient): ApiClient {
     post: refuse("POST"),
     put: refuse("PUT"),
     del: refuse("DELETE"),
+    tokens: api.tokens,
     close: () => api.close(),
   };
 }

@@ -6,10 +6,20 @@
 
 import type { VmConfig } from "../vm/vm.ts";
 
+/** Privileges of which the token must hold at least one on a path (one agent command's). */
+export interface AnyOf {
+  privileges: readonly string[];
+  /** The one to grant when none is held (what setup-token.sh grants). */
+  grant: string;
+  purpose: string;
+}
+
 /** What the provider needs on one ACL path. */
 export interface PathNeed {
   path: string;
   privileges: readonly string[];
+  /** Besides `privileges`: groups of which one privilege each must be held. */
+  anyOf?: readonly AnyOf[];
   /** The grant must reach below the path (checked by its propagate flag). */
   propagated: boolean;
   /** Missing it degrades the provider instead of breaking it. */
@@ -21,14 +31,44 @@ export interface PathNeed {
 }
 
 /**
- * Guest-agent privileges: PVE 9 replaced VM.Monitor with VM.GuestAgent.*
- * (Audit for ping, Unrestricted for file-write and exec).
+ * What the guest agent's commands need, per Proxmox VE major version
+ * (docs/proxmox-notes.md "Proxmox VE 9"): PVE 8 checks VM.Monitor for every
+ * command; PVE 9 one privilege per command, each also satisfied by
+ * VM.GuestAgent.Unrestricted: VM.GuestAgent.Audit for ping, FileWrite for
+ * file-write, Unrestricted itself for exec and exec-status.
  */
-export function agentPrivileges(pveMajor: number): string[] {
-  return pveMajor >= 9 ? ["VM.GuestAgent.Audit", "VM.GuestAgent.Unrestricted"] : ["VM.Monitor"];
+export function agentNeeds(pveMajor: number): { privileges: string[]; anyOf: AnyOf[] } {
+  if (pveMajor < 9) return { privileges: ["VM.Monitor"], anyOf: [] };
+  const all = "VM.GuestAgent.Unrestricted";
+  return {
+    privileges: [],
+    anyOf: [
+      {
+        privileges: ["VM.GuestAgent.Audit", all],
+        grant: "VM.GuestAgent.Audit",
+        purpose: "ping the guest agent (agent ping)",
+      },
+      {
+        privileges: ["VM.GuestAgent.FileWrite", all],
+        grant: all,
+        purpose: "write the bootstrap into the guest (agent file-write)",
+      },
+      {
+        privileges: [all],
+        grant: all,
+        purpose: "run the bootstrap hook and kubectl drain in the guest (agent exec, exec-status)",
+      },
+    ],
+  };
 }
 
 const NO_EXTRA = { privileges: [], options: [] };
+
+/** Every privilege name an agent need of some version names (for the PVE 8 → 9 rename hint). */
+export const AGENT_PRIVILEGES: ReadonlySet<string> = new Set([
+  "VM.Monitor",
+  ...agentNeeds(9).anyOf.flatMap((a) => a.privileges),
+]);
 
 const VM_PRIVS = [
   "VM.Allocate",
@@ -42,20 +82,25 @@ const VM_PRIVS = [
 /**
  * Rights on the provider's own VMs: through the pool they are created in
  * (PVE applies a pool's grants to its members), or without a pool on /vms,
- * propagated to every new VMID.
+ * propagated to every new VMID. The guest agent's are those of each major
+ * version the nodes run.
  */
 export function poolNeed(
   pool: string,
-  pveMajor: number,
+  pveMajors: readonly number[],
   /** What the instance types add (disk_gib, network: type_needs.ts) and the options granting it. */
   extra: { privileges: readonly string[]; options: readonly string[] } = NO_EXTRA,
 ): PathNeed {
-  const privileges = [...VM_PRIVS, ...agentPrivileges(pveMajor), ...extra.privileges].sort();
+  const agent = [...new Set(pveMajors)].map(agentNeeds);
+  const privileges = [...VM_PRIVS, ...agent.flatMap((a) => a.privileges), ...extra.privileges]
+    .sort();
+  const anyOf = agent.flatMap((a) => a.anyOf);
   const options = extra.options.map((o) => ` ${o}`).join("");
   if (pool === "") {
     return {
       path: "/vms",
       privileges,
+      anyOf,
       propagated: true,
       optional: false,
       purpose: "clone into a new VMID, size, tag, start, stop, destroy and use the guest agent",
@@ -65,6 +110,7 @@ export function poolNeed(
   return {
     path: `/pool/${pool}`,
     privileges: [...privileges, "Pool.Audit"].sort(),
+    anyOf,
     propagated: false,
     optional: false,
     purpose: "clone into the pool, size, tag, start, stop, destroy and use the guest agent",
@@ -192,9 +238,11 @@ function optionOf(value: unknown, key: string, defaultKey: string): string | und
  * Sys.Console on / for the host's CD-ROM drive, Datastore.AllocateSpace on
  * `vmstatestorage`, Mapping.Use on each mapped USB or PCI device, on
  * /mapping/hwrng for the host's hardware RNG and on a virtiofs directory
- * mapping. A custom CPU model needs nothing at clone time.
+ * mapping; on PVE 9 (qemu-server 9.1.15 and later) Mapping.Use on
+ * /mapping/cpu/<name> for a custom CPU model (`custom-<name>`). `pveMajor`
+ * is the version of the template's node, where the clone runs.
  */
-export function templateOptionNeeds(vmid: number, config: VmConfig): PathNeed[] {
+export function templateOptionNeeds(vmid: number, config: VmConfig, pveMajor: number): PathNeed[] {
   const out: PathNeed[] = [];
   const need = (path: string, privilege: string, purpose: string, setupOption: string | null) =>
     out.push({
@@ -224,11 +272,28 @@ export function templateOptionNeeds(vmid: number, config: VmConfig): PathNeed[] 
       need(`/mapping/dir/${dir}`, "Mapping.Use", `, whose ${key} shares directory ${dir}`, null);
     }
   }
+  const cpu = customCpuModel(config.cpu);
+  if (cpu !== undefined && pveMajor >= 9) {
+    // setup-token.sh reads each template's cpu and grants exactly this (PVE 9).
+    need(
+      `/mapping/cpu/${cpu}`,
+      "Mapping.Use",
+      `, whose cpu is the custom model ${cpu}`,
+      `--templates ${vmid}`,
+    );
+  }
   if (config.vmstatestorage !== undefined) {
     const s = String(config.vmstatestorage);
     need(`/storage/${s}`, "Datastore.AllocateSpace", ` (vmstatestorage ${s})`, `--storages ${s}`);
   }
   return out;
+}
+
+/** The custom CPU model a `cpu` value names (`custom-<name>`, or `cputype=custom-<name>,…`). */
+export function customCpuModel(cpu: unknown): string | undefined {
+  if (cpu === undefined) return undefined;
+  const model = optionOf(cpu, "cputype", "cputype");
+  return model?.startsWith("custom-") ? model.slice("custom-".length) : undefined;
 }
 
 /** Devices of a template only root@pam may pass on to a clone: a host USB or PCI device, unmapped. */

@@ -1,5 +1,6 @@
 // The node check of preflight: every --nodes entry is a node of this cluster,
-// and online.
+// and online, with the Proxmox VE version it runs (the privileges and checks
+// that apply depend on it: docs/proxmox-notes.md "Proxmox VE 9").
 
 import { clusterNodes } from "../cluster/nodes.ts";
 import { type CheckResult, failed, pass, warn } from "./result.ts";
@@ -28,7 +29,17 @@ export async function nodeChecks(run: PreflightRun): Promise<CheckResult[]> {
         `bring ${n} back into the cluster, or take it out of --nodes and the offerings`,
       );
     }
-    return pass("node", n, "online");
+    const v = await run.versionOf(n);
+    if ("error" in v) {
+      return warn(
+        "node",
+        n,
+        `online, but its version cannot be read (${v.error}): the checks of the API node's ` +
+          "version apply to it",
+        `check that ${n} answers GET /nodes/${n}/version`,
+      );
+    }
+    return pass("node", n, `online, Proxmox VE ${v.version}`);
   }));
 }
 
@@ -39,15 +50,12 @@ export async function nodeChecks(run: PreflightRun): Promise<CheckResult[]> {
  */
 async function unreportedNode(run: PreflightRun, n: string): Promise<CheckResult> {
   const fix = `if it stays so, check pvestatd on ${n} (systemctl status pvestatd)`;
-  try {
-    await run.api.get(`/nodes/${encodeURIComponent(n)}/version`, undefined, run.signal, {
-      attempts: 1,
-    });
-  } catch (err) {
+  const v = await run.versionOf(n);
+  if ("error" in v) {
     return failed(
       "node",
       n,
-      `status unknown, and it does not answer (${(err as Error).message}): every Create in ` +
+      `status unknown, and it does not answer (${v.error}): every Create in ` +
         `zone ${n} fails while it does not`,
       `bring ${n} back, or take it out of --nodes and the offerings; ${fix}`,
     );
@@ -55,8 +63,8 @@ async function unreportedNode(run: PreflightRun, n: string): Promise<CheckResult
   return warn(
     "node",
     n,
-    "answers, but the cluster has no status figures from it yet (its pvestatd has not " +
-      "reported: just started, or stopped)",
+    `answers, but the cluster has no status figures from it yet (its pvestatd has not ` +
+      `reported: just started, or stopped); Proxmox VE ${v.version}`,
     `run preflight again in a minute; ${fix}`,
   );
 }

@@ -7,7 +7,7 @@
 
 import type { VmConfig } from "../vm/vm.ts";
 import {
-  agentPrivileges,
+  AGENT_PRIVILEGES,
   auditAllNeed,
   nicSdnPaths,
   nicsOf,
@@ -83,6 +83,7 @@ export function mergeNeeds(needs: readonly PathNeed[]): PathNeed[] {
     byPath.set(n.path, {
       ...base,
       privileges: [...new Set([...had.privileges, ...n.privileges])].sort(),
+      anyOf: [...had.anyOf ?? [], ...n.anyOf ?? []],
       propagated: had.propagated || n.propagated,
       optional: had.optional && n.optional,
       purpose: had.purpose === n.purpose ? had.purpose : `${had.purpose}; ${n.purpose}`,
@@ -99,15 +100,26 @@ export async function checkPrivileges(
   needs: readonly PathNeed[],
   perms: Permissions,
   tokenId: string,
-  pveMajor: number,
 ): Promise<CheckResult[]> {
   const out: CheckResult[] = [];
   const user = tokenId.split("!")[0];
-  const agent = new Set(agentPrivileges(pveMajor));
   for (const need of mergeNeeds(needs)) {
     const granted = await perms.at(need.path);
-    const missing = need.privileges.filter((p) => !granted.has(p));
-    const unpropagated = need.propagated ? need.privileges.filter((p) => granted.get(p) === 0) : [];
+    const groups = need.anyOf ?? [];
+    const unmet = groups.filter((g) => !g.privileges.some((p) => granted.has(p)));
+    const missing = [
+      ...new Set([
+        ...need.privileges.filter((p) => !granted.has(p)),
+        ...unmet.map((g) => g.grant),
+      ]),
+    ].sort();
+    const held = [
+      ...new Set([
+        ...need.privileges,
+        ...groups.flatMap((g) => g.privileges.filter((p) => granted.has(p))),
+      ]),
+    ].sort();
+    const unpropagated = need.propagated ? held.filter((p) => granted.get(p) === 0) : [];
     const verdict = need.optional ? warn : failed;
     const grant = (privs: string[], propagate: boolean) =>
       `grant ${privs.join(", ")} on ${need.path}${
@@ -121,13 +133,16 @@ export async function checkPrivileges(
         propagate ? " --propagate 1" : ""
       } and the same with --users ${user} (${DOCS})`;
     if (missing.length > 0) {
-      const renamed = missing.some((p) => agent.has(p))
+      const renamed = missing.some((p) => AGENT_PRIVILEGES.has(p))
         ? "; after an upgrade between PVE 8 and 9, re-run setup-token.sh (PVE 9 renamed VM.Monitor to VM.GuestAgent.*)"
         : "";
+      const purposes = unmet.length > 0 && need.privileges.every((p) => granted.has(p))
+        ? unmet.map((g) => g.purpose).join("; ")
+        : need.purpose;
       out.push(verdict(
         CHECK,
         need.path,
-        `missing ${missing.join(", ")}, needed to ${need.purpose}`,
+        `missing ${missing.join(", ")}, needed to ${purposes}`,
         grant(missing, need.propagated) + renamed,
       ));
     } else if (unpropagated.length > 0) {
@@ -142,9 +157,7 @@ export async function checkPrivileges(
       out.push(pass(
         CHECK,
         need.path,
-        `${need.privileges.join(", ")}${
-          need.propagated ? " (propagated)" : ""
-        }: to ${need.purpose}`,
+        `${held.join(", ")}${need.propagated ? " (propagated)" : ""}: to ${need.purpose}`,
       ));
     }
   }
@@ -157,7 +170,9 @@ export async function privilegeChecks(
   found: readonly Found[],
   demand: readonly Demand[],
 ): Promise<CheckResult[]> {
-  const needs: PathNeed[] = [poolNeed(run.px.pool, run.major, poolExtra(run))];
+  // The guest agent's privileges are those of the version each node runs.
+  const majors = await Promise.all(run.px.nodes.map((n) => run.majorOf(n)));
+  const needs: PathNeed[] = [poolNeed(run.px.pool, majors, poolExtra(run))];
   for (const node of run.px.nodes) needs.push(nodeAuditNeed(node));
   if (run.px.pool !== "") needs.push(auditAllNeed());
   const vmids = new Set<number>(found.map((f) => f.tmpl.vmid));
@@ -168,8 +183,8 @@ export async function privilegeChecks(
   }
   for (const vmid of [...vmids].sort((a, b) => a - b)) needs.push(templateNeed(vmid));
   // What the templates' own options make clone check (a host CD-ROM, mapped devices, ...).
-  for (const [vmid, config] of new Map(found.map((f) => [f.tmpl.vmid, f.tmpl.config]))) {
-    needs.push(...templateOptionNeeds(vmid, config));
+  for (const { tmpl } of new Map(found.map((f) => [f.tmpl.vmid, f])).values()) {
+    needs.push(...templateOptionNeeds(tmpl.vmid, tmpl.config, await run.majorOf(tmpl.node)));
   }
   for (const s of [...new Set(demand.map((d) => d.storage))].sort()) needs.push(storageNeed(s));
   // SDN.Use on the NICs' bridges is checked by clone since PVE 8.
@@ -180,7 +195,7 @@ export async function privilegeChecks(
   // What the instance types' own fields add (disk_gib, network).
   needs.push(...await typeSdnNeeds(run, (configs) => sdnNeeds(configs, run.perms)));
   try {
-    return await checkPrivileges(needs, run.perms, run.px.tokenId, run.major);
+    return await checkPrivileges(needs, run.perms, run.px.tokenId);
   } catch (err) {
     if (run.signal.aborted) throw err;
     return [warn(

@@ -21,8 +21,15 @@ export interface PreflightRun {
   signal: AbortSignal;
   ctx: ProxmoxContext;
   perms: Permissions;
-  /** pve-manager's major version (8 when it did not say). */
+  /** pve-manager's major version on the node the API URL names (8 when it did not say). */
   major: number;
+  /**
+   * pve-manager's version on `node` (`GET /nodes/<node>/version`, answered by
+   * that node), read once; or why it could not be read.
+   */
+  versionOf(node: string): Promise<{ version: string } | { error: string }>;
+  /** The major version on `node`: its own, else the API node's. */
+  majorOf(node: string): Promise<number>;
   /** storage.cfg as the token sees it; a failed read is not kept, the next call reads again. */
   storages(): Promise<Map<string, StorageInfo>>;
 }
@@ -35,8 +42,25 @@ export function openRun(
   version: string,
 ): PreflightRun {
   const px = cfg.proxmox!;
-  const major = Number(version.split(".")[0]);
+  const major = majorOf(version) ?? 8;
   let storages: Promise<Map<string, StorageInfo>> | null = null;
+  const versions = new Map<string, Promise<{ version: string } | { error: string }>>();
+  const versionOf = (node: string) => {
+    let v = versions.get(node);
+    if (v === undefined) {
+      v = api.get<Record<string, unknown>>(
+        `/nodes/${encodeURIComponent(node)}/version`,
+        undefined,
+        signal,
+        { attempts: 1 },
+      ).then(
+        (r) => ({ version: String(r?.version ?? "unknown") }),
+        (err) => ({ error: errText(err) }),
+      );
+      versions.set(node, v);
+    }
+    return v;
+  };
   return {
     cfg,
     px,
@@ -46,7 +70,12 @@ export function openRun(
       room: { policy: px.room, catalog: cfg.catalog, offered: offeredTypes(cfg.offerings) },
     }),
     perms: new Permissions(api, signal),
-    major: Number.isInteger(major) && major > 0 ? major : 8,
+    major,
+    versionOf,
+    majorOf: async (node) => {
+      const v = await versionOf(node);
+      return ("version" in v ? majorOf(v.version) : null) ?? major;
+    },
     storages() {
       if (storages === null) {
         const p = readStorages(api, signal);
@@ -56,6 +85,12 @@ export function openRun(
       return storages;
     },
   };
+}
+
+/** The major of a pve-manager version (`9.2.11` → 9); null when it is not one. */
+function majorOf(version: string): number | null {
+  const major = Number(version.split(".")[0]);
+  return Number.isInteger(major) && major > 0 ? major : null;
 }
 
 /** A check that throws becomes one FAIL line; after the deadline, a SKIP. */

@@ -4,7 +4,7 @@
 
 import type { StorageInfo } from "../cluster/templates.ts";
 import { cloneDisks } from "../cluster/clone_target.ts";
-import { isCdrom } from "../vm/disks.ts";
+import { isCdrom } from "../vm/drives.ts";
 import { isPermissionError } from "../vm/vm.ts";
 import { type CheckResult, errText, failed, gib, pass, plural, warn } from "./result.ts";
 import { guard, type PreflightRun } from "./run.ts";

@@ -7,7 +7,7 @@
 
 import { getLogger } from "@logtape/logtape";
 import { isStorageProblem, isTransient, serverTextOf, TaskFailedError } from "../api/errors.ts";
-import { waitTask } from "../api/tasks.ts";
+import { type Effect, waitTask } from "../api/tasks.ts";
 import { pollUntil, pollWithin } from "../../async/poll.ts";
 import {
   isMissingHere,
@@ -15,6 +15,7 @@ import {
   readConfig,
   readStatus,
   stopVm,
+  type VmConfig,
   vmPath,
   type VmRef,
   type VmTiming,
@@ -71,7 +72,11 @@ export async function destroyVm(
         }),
       );
       sent = true;
-      await waitTask(api, upid, `destroy of VM ${vmid}`, timing.task, signal);
+      await waitTask(api, upid, {
+        what: `destroy of VM ${vmid}`,
+        timing: timing.task,
+        effect: destroyEffect(vm, timing),
+      }, signal);
       if (!sweep) {
         log.warn(
           "destroyed VM {vmid} without destroy-unreferenced-disks ({error}); disks of VM " +
@@ -114,6 +119,30 @@ export async function destroyVm(
   };
   const result = await pollUntil(signal, timing.settleMs, attempt);
   return { ...result, upid };
+}
+
+/**
+ * What a destroy did, read from the VM when its task cannot be read: done
+ * once the config is gone (or, for a pool-scoped token, unreadable: the
+ * destroy took it out of the pool); a `lock: destroyed` stub that stays past
+ * destroyedGraceMs is a destroy that died (outlastStub takes it from there).
+ */
+function destroyEffect(vm: VmRef, timing: VmTiming): (signal: AbortSignal) => Promise<Effect> {
+  let stubSince: number | null = null;
+  return async (signal) => {
+    let config: VmConfig | null;
+    try {
+      config = await readConfig(vm, signal);
+    } catch (err) {
+      if (isPermissionError(err)) return "done";
+      throw err;
+    }
+    if (config === null) return "done";
+    if (config.lock !== "destroyed") return undefined;
+    stubSince ??= Date.now();
+    if (Date.now() - stubSince < timing.destroyedGraceMs) return undefined;
+    return { failed: "it left the config as lock: destroyed" };
+  };
 }
 
 /**

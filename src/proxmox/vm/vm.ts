@@ -204,7 +204,15 @@ async function powerAction(
   return await pollUntil<"done" | "gone">(signal, timing.settleMs, async (call) => {
     try {
       const upid = await api.post(`${vmPath(vm)}/status/${action}`, undefined, signal);
-      await waitTask(api, upid, `${action} of VM ${vmid}`, timing.task, signal);
+      await waitTask(api, upid, {
+        what: `${action} of VM ${vmid}`,
+        timing: timing.task,
+        effect: async (signal) => {
+          const st = await readStatus(vm, signal);
+          if (st === null) return want === "stopped" ? "done" : { failed: "the VM is gone" };
+          return st.status === want ? "done" : undefined;
+        },
+      }, signal);
       return "done";
     } catch (err) {
       if (signal.aborted) throw signal.reason;

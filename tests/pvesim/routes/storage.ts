@@ -6,8 +6,14 @@ import { takeVolumeFailure } from "../faults.ts";
 import { NODE } from "../params.ts";
 import type { Params } from "../params.ts";
 import type { Route, RouteCtx, SimCore } from "../router.ts";
-import { availableOn, type StorageRecord, volumeStorage } from "../storage.ts";
-import { requirePriv } from "../acl.ts";
+import {
+  availableOn,
+  driveFile,
+  isDriveKey,
+  type StorageRecord,
+  volumeStorage,
+} from "../storage.ts";
+import { hasPriv, requireOnVm, requirePriv } from "../acl.ts";
 import { storageUse } from "../diskuse.ts";
 import { checkNode } from "./nodes.ts";
 import { statusHeld } from "../multinode.ts";
@@ -115,6 +121,16 @@ export const storageRoutes: Route[] = [
     },
   },
   {
+    // API2/Storage/Content.pm info (user => 'all'): check_volume_access, then
+    // volume_size_info, which fails with the plugin's own words for a volume
+    // that is not there (read from pve-storage's sources, not seen on a cluster).
+    method: "GET",
+    pattern: "/nodes/{node}/storage/{storage}/content/{volume}",
+    schema: { node: NODE, storage: { type: "string", optional: true }, volume: { type: "string" } },
+    perm: (p) => [`/storage/${p.storage}`, "Datastore.Allocate"],
+    handler: (ctx) => volumeInfo(ctx),
+  },
+  {
     // API2/Storage/Content.pm delete: Datastore.Allocate on the storage (not
     // AllocateSpace), then an imgdel worker that frees the volume.
     method: "DELETE",
@@ -146,6 +162,59 @@ function volumeId(p: Params): { volid: string; storage: string } {
     throw paramError({ volume: "no storage specified - incomplete volume ID" });
   }
   return { volid: `${given}:${volume}`, storage: given };
+}
+
+/**
+ * pve-storage check_volume_access for a VM's image: Datastore.Allocate on the
+ * storage does; else Datastore.Audit there and VM.Config.Disk on the VM that
+ * owns it (for a VM destroyed since, through no pool: 403).
+ */
+function checkVolumeAccess(core: SimCore, storage: string, volid: string): void {
+  const acl = core.faults.acl;
+  if (acl === null || hasPriv(acl, `/storage/${storage}`, "Datastore.Allocate")) return;
+  const owner = volumeOwner(volid);
+  if (owner === undefined) throw fail(`missing privileges to access ${volid}`);
+  requirePriv(core, `/storage/${storage}`, "Datastore.Audit");
+  requireOnVm(core, Number(owner), "VM.Config.Disk");
+}
+
+/** The VMID a volume name belongs to (`vm-<id>-…`, `base-<id>-…`), if any. */
+function volumeOwner(volid: string): string | undefined {
+  return /(?:^|[:/])(?:vm|base)-(\d+)-/.exec(volid)?.[1];
+}
+
+/** Whether `volid` is on its storage as seen from `node`: a VM's drive or unused disk, or left behind. */
+function volumeExists(core: SimCore, node: string, volid: string, shared: boolean): boolean {
+  const left = core.state.leftovers.get(volid);
+  if (left !== undefined) return shared || left.node === node;
+  for (const vm of core.state.vms.values()) {
+    if (!shared && vm.node !== node) continue;
+    for (const [key, value] of Object.entries(vm.config)) {
+      if ((isDriveKey(key) || /^unused\d+$/.test(key)) && driveFile(value) === volid) return true;
+    }
+  }
+  return false;
+}
+
+function volumeInfo({ core, params }: RouteCtx): Record<string, unknown> {
+  const node = params.node as string;
+  checkNode(core, node);
+  const { volid, storage } = volumeId(params);
+  const s = core.state.storages.get(storage);
+  if (s === undefined) throw fail(`storage '${storage}' does not exist`);
+  checkVolumeAccess(core, storage, volid);
+  if (!volumeExists(core, node, volid, s.shared)) {
+    const name = volid.slice(storage.length + 1);
+    throw fail(
+      s.type === "rbd"
+        ? `rbd error: rbd: error opening image ${
+          name.split("/").at(-1)
+        }: (2) No such file or directory`
+        : `volume_size_info on '${volid}' failed - no format`,
+    );
+  }
+  const format = /\.(qcow2|vmdk|raw)$/.exec(volid)?.[1] ?? "raw";
+  return { path: `/dev/null/${volid}`, size: 34359738368, used: 0, format };
 }
 
 function deleteVolume({ core, params, authid }: RouteCtx): string {
