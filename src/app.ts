@@ -6,7 +6,7 @@
 import { getLogger } from "@logtape/logtape";
 import type { Config } from "./config/types.ts";
 import { createFakeBackend } from "./fake/backend.ts";
-import type { Backend } from "./kit/backend.ts";
+import type { Backend, ZoneRoom } from "./kit/backend.ts";
 import { startKit } from "./kit/kit.ts";
 import type { Kit, KitRpc } from "./kit/api.ts";
 import { openKvStore } from "./store/kv_store.ts";
@@ -92,12 +92,15 @@ export async function startApp(config: Config, opts: AppOptions = {}): Promise<A
   rollback.defer(() => server.shutdown(0).catch(() => {}));
   const admin = config.adminSocket === null
     ? null
-    : await startAdmin(config.adminSocket, kit, metrics);
+    : await startAdmin(config.adminSocket, kit, metrics, backend.room?.bind(backend) ?? null);
   // Started: from here the app's stop() closes everything.
   rollback.move();
 
   // 4. Serving: failed machines counted, the reconcile loop, probes and health say so.
   metrics.watchFailed(() => kit.countFailed());
+  // Each zone's room, from a backend that counts it (node capacity).
+  const roomOf = backend.room?.bind(backend);
+  if (roomOf) metrics.watchRoom(roomOf);
   const stopReconcile = startReconcileLoop(kit, config.reconcileIntervalMs, metrics);
   server.markServing();
   readiness.ready = true;
@@ -177,9 +180,14 @@ async function startCore(
   return { backend, kit };
 }
 
-async function startAdmin(path: string, kit: Kit, metrics: Metrics): Promise<AdminServer> {
+async function startAdmin(
+  path: string,
+  kit: Kit,
+  metrics: Metrics,
+  room: (() => ZoneRoom[]) | null,
+): Promise<AdminServer> {
   try {
-    return await startAdminServer({ path, kit, metrics, openStore: (p) => openKvStore(p) });
+    return await startAdminServer({ path, kit, metrics, openStore: (p) => openKvStore(p), room });
   } catch (e) {
     throw new Error(`--admin-socket ${JSON.stringify(path)}: ${(e as Error).message}`);
   }

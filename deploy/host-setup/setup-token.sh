@@ -51,14 +51,17 @@
 #   start / stop                 VM.PowerMgmt
 #   destroy                      VM.Allocate
 #   list / read VMs and tasks    VM.Audit, Pool.Audit, Datastore.Audit
+#   each node's memory and CPUs  Sys.Audit on /nodes (node capacity: no VM is
+#                                cloned into a node without room for it)
 #   clone a template whose cpu is a custom model (PVE 9)
 #                                Mapping.Use on /mapping/cpu/<model>, read from
 #                                each template's config
 #   guest agent (osinfo, file-write, exec)
 #                                PVE 8: VM.Monitor
 #                                PVE 9: VM.GuestAgent.Audit + VM.GuestAgent.Unrestricted
-# No cloud-init, snapshot, backup, migrate or Sys.* rights; disk and network
-# rights only with --resize-disks and --set-network.
+# No cloud-init, snapshot, backup or migrate rights; of Sys.* only Sys.Audit on
+# /nodes (read-only); disk and network rights only with --resize-disks and
+# --set-network.
 set -eu
 
 BIGFLEET_USER="${BIGFLEET_USER:-bigfleet@pve}"
@@ -176,6 +179,7 @@ ROLE_TEMPLATE="${BIGFLEET_ROLE_PREFIX}TemplateCloner"
 ROLE_STORAGE="${BIGFLEET_ROLE_PREFIX}Storage"
 ROLE_NETWORK="${BIGFLEET_ROLE_PREFIX}Network"
 ROLE_AUDIT="${BIGFLEET_ROLE_PREFIX}Auditor"
+ROLE_NODES="${BIGFLEET_ROLE_PREFIX}NodeAuditor"
 
 # Mutations go through run(), so --dry-run shows them without applying them.
 # Read-only queries run either way.
@@ -278,6 +282,8 @@ ensure_role "${ROLE_VM}" "VM.Allocate,VM.Audit,${VM_CONFIG_PRIVS},VM.PowerMgmt,$
 # Only on the templates: clone and read, never change or start them.
 ensure_role "${ROLE_TEMPLATE}" "VM.Clone,VM.Audit"
 ensure_role "${ROLE_STORAGE}" "Datastore.AllocateSpace,Datastore.Audit"
+# /nodes and /cluster/resources show a node's memory and CPUs only with Sys.Audit on it.
+ensure_role "${ROLE_NODES}" "Sys.Audit"
 if [ "${BIGFLEET_AUDIT_ALL_VMS}" = "1" ]; then
 	# A clone joins the pool only when its disk copy ends; until then only
 	# VM.Audit on /vms lets the provider see (and adopt) its in-flight clone.
@@ -395,6 +401,8 @@ done
 for storage in $(printf '%s' "${BIGFLEET_STORAGES}" | tr ',' ' '); do
 	grant "/storage/${storage}" "${ROLE_STORAGE}" 0
 done
+# Propagated: every node a zone may be on, read only.
+grant "/nodes" "${ROLE_NODES}" 1
 # PVE 8+ checks SDN.Use per template NIC when cloning: on the bridge path for
 # an untagged NIC, on <bridge>/<tag> for a VLAN tag (each VLAN of trunks=).
 # Without --vlan-tags the bridge grant propagates to all its VLANs, so any

@@ -9,6 +9,7 @@
 
 import { type Command, type Context, EXIT_NOT_FOUND } from "./command.ts";
 import { recover } from "./recover.ts";
+import { room } from "./room.ts";
 
 const FILTERS = "Filters";
 const OUTPUT = "Output";
@@ -163,15 +164,16 @@ const watch: Command = {
 
 export const machines: Command = {
   name: "machines",
-  summary: "list, get and watch the machines of a running provider; recover a FAILED one",
-  usage: "machines <list|get|watch|recover> [arguments] [flags]",
+  summary:
+    "list, get and watch the machines of a running provider; recover a FAILED one; show its room",
+  usage: "machines <list|get|watch|recover|room> [arguments] [flags]",
   description:
     "list, get and watch read a running provider over its gRPC API (Get and List), as BigFleet\n" +
-    "sees it, so they work against any CapacityProvider; recover acts through this provider's\n" +
+    "sees it, so they work against any CapacityProvider; recover and room use this provider's\n" +
     "admin socket.",
   flags: CONNECTION_FLAGS,
   footer:
     'Run "bigfleet-proxmox help machines <command>" for a command\'s flags. Exit codes: 0 ok,\n' +
     "1 the provider failed or could not be reached, 2 usage error, 3 machine not found (get).",
-  subcommands: [list, get, watch, recover],
+  subcommands: [list, get, watch, recover, room],
 };

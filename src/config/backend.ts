@@ -7,6 +7,7 @@ import type { FlagValues } from "./flags.ts";
 import { flagError, forFlag, quote } from "./errors.ts";
 import { type ReadFile, readFlagFile, readPem } from "./files.ts";
 import { hasCertificate } from "./pem.ts";
+import { loadRoomPolicy } from "./room.ts";
 import {
   checkApiUrl,
   checkTokenId,
@@ -111,6 +112,7 @@ export async function loadProxmox(f: FlagValues, readFile: ReadFile): Promise<Pr
       "proxmox-clones-per-storage",
       () => parseBound(f["proxmox-clones-per-storage"], 64),
     ),
+    room: loadRoomPolicy(f, nodes),
     // Set only when given: absent means the datacenter's next-id range alone.
     ...(f["proxmox-vmid-range"] === "" ? {} : {
       vmidRange: forFlag("proxmox-vmid-range", () => parseVmidRange(f["proxmox-vmid-range"])),

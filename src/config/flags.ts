@@ -5,6 +5,7 @@
 
 import { ConfigError } from "./types.ts";
 import { oneLine, quote } from "./errors.ts";
+import { ROOM_FLAGS } from "./room_flags.ts";
 
 export type FlagKind = "string" | "bool";
 
@@ -164,6 +165,7 @@ export const FLAG_TABLE = {
     arg: "N",
     help: "clone tasks at once per node and storage (a shared storage: per cluster; 0: no limit)",
   },
+  ...ROOM_FLAGS,
   "proxmox-vmid-range": {
     kind: "string",
     default: "",

@@ -5,6 +5,7 @@
 import type { Slot } from "../kit/model.ts";
 import type { LogSettings } from "./logging.ts";
 import type { Offering } from "./offerings.ts";
+import type { RoomPolicy } from "./room.ts";
 
 /** A listen address. host "" means every interface. */
 export interface ListenAddr {
@@ -88,6 +89,8 @@ export interface ProxmoxConfig {
   callsPerNode: number;
   /** Clone tasks at once per node and storage (per storage when shared); 0: no limit. */
   clonesPerStorage: number;
+  /** How much of each node guests may hold (docs/configuration.md#node-capacity). */
+  room: RoomPolicy;
   /** --proxmox-vmid-range; absent or null: the datacenter's next-id range alone. */
   vmidRange?: VmidRange | null;
 }

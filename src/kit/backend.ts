@@ -63,6 +63,21 @@ export interface HostInspection {
   problems: string[];
 }
 
+/** A Create about to start, as admission sees it: BigFleet facts only. */
+export type AdmitSpec = Omit<SlotSpec, "operationId">;
+
+/** Room in one zone as a backend counts it under its own policy (metrics, `machines room`). */
+export interface ZoneRoom {
+  zone: string;
+  /** "" when the room is known, else why it is not (the zone's host is down, ...). */
+  problem: string;
+  memoryMib: { capacity: number; held: number; free: number };
+  /** capacity and free are null when the backend puts no bound on the sum. */
+  vcpus: { capacity: number | null; held: number; free: number | null };
+  /** Per instance type offered in the zone: how many more fit now. */
+  fits: Record<string, number>;
+}
+
 export interface Backend {
   /** A label for logs and the startup line ("fake", "proxmox"). */
   readonly kind: string;
@@ -84,6 +99,16 @@ export interface Backend {
   inspect(machine: InspectedMachine, signal: AbortSignal): Promise<HostInspection | null>;
   /** Release sockets and timers. */
   close(): Promise<void>;
+  /**
+   * Optional admission of a Create, asked synchronously just before a legal
+   * Create starts its transition (after the fence and the state checks): a
+   * string refuses it (RESOURCE_EXHAUSTED with that message; the machine
+   * stays SPECULATIVE), null admits it. A backend may hold what it admitted
+   * (room on a host) until the create that follows ends.
+   */
+  admit?(slot: AdmitSpec): string | null;
+  /** Optional: the room per zone, read at each metrics scrape and by `machines room`. */
+  room?(): ZoneRoom[];
 }
 
 /** Thrown by a backend for a failure the operator must see verbatim in last_error. Never carries secrets. */

@@ -43,7 +43,8 @@ export function createDispatch(deps: DispatchDeps): Accept {
 
   /**
    * The order every lifecycle call shares: empty id, fence, the kind's request
-   * checks, not-found, idempotent replay, position. On a legal start the
+   * checks, not-found, idempotent replay, position, the backend's admission
+   * (Create). On a legal start the
    * machine enters its transitional state before this returns and the kind's
    * work starts under its timeout.
    */
@@ -67,6 +68,8 @@ export function createDispatch(deps: DispatchDeps): Accept {
           (m.state === State.Failed ? " (FAILED is terminal)" : ""),
       );
     }
+    const refusal = rule.admit?.(m) ?? null;
+    if (refusal !== null) throw new KitError(Code.ResourceExhausted, refusal);
     const opId = `op-${bootId}-${++opCounter}`;
     const via: MachineRecord = {
       ...m,

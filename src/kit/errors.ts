@@ -6,6 +6,8 @@ export const Code = {
   InvalidArgument: 3,
   NotFound: 5,
   PermissionDenied: 7,
+  /** A Create the backend's admission refused (no room in the zone now): try elsewhere. */
+  ResourceExhausted: 8,
   FailedPrecondition: 9,
   /** Out-of-position calls: anything but FAILED_PRECONDITION, which is reserved for fencing. */
   Internal: 13,

@@ -13,6 +13,8 @@ import type { MachineRecord, OpKind } from "./model.ts";
 export interface KindRule<C extends Call> {
   /** The kind's request checks: after the fence, before the machine is looked up. */
   check?(call: C): void;
+  /** The backend's admission of a legal start: a refusal leaves the machine as it is. */
+  admit?(m: MachineRecord): string | null;
   /** The machine as it enters its transitional state (given: state, op id, last_error cleared). */
   enter?(m: MachineRecord, call: C): MachineRecord;
   /** The backend's part, under the kind's timeout; resolves to what it learned about the machine. */
@@ -34,6 +36,9 @@ const utf8 = new TextEncoder();
 export function createRules(backend: Backend, maxMetadata: number): Rules {
   return {
     create: {
+      // The zone may have no room for the machine now: RESOURCE_EXHAUSTED, still SPECULATIVE.
+      admit: (m) =>
+        backend.admit?.({ machineId: m.id, instanceType: m.instanceType, zone: m.zone }) ?? null,
       work: async (m, _call, opId, signal) => {
         // BigFleet facts only: the backend resolves sizing and source itself.
         const { hostRef } = await backend.create({

@@ -24,6 +24,8 @@ import { checkOfferingTemplates } from "./cluster/templates.ts";
 import { cloneTargetProblem } from "./cluster/clone_target.ts";
 import { checkVmidRange } from "./create/vmid.ts";
 import { secondsSince } from "../async/elapsed.ts";
+import { checkOfferingRoom, offeredTypes } from "./cluster/room_startup.ts";
+import { roomRefresher } from "./cluster/room_read.ts";
 import { watchRetiringTokens } from "./retiring.ts";
 
 /** The Backend, describing VMs with their node, VMID and power state too. */
@@ -48,6 +50,7 @@ export async function createProxmoxBackend(
         // Metrics must never break an operation.
       }
     },
+    room: { policy: px.room, catalog: cfg.catalog, offered: offeredTypes(cfg.offerings) },
   });
   // A node the cluster lacks, and a zone its template cannot reach, are refused now, not once per
   // Create (docs/troubleshooting.md#startup-failures-after-validation).
@@ -55,6 +58,8 @@ export async function createProxmoxBackend(
   let nodes: NodeCheck | undefined;
   try {
     nodes = await checkNodes(ctx.api, px.nodes, startup, timing.nodeRecheck);
+    await checkOfferingTemplates(ctx, cfg.catalog, cfg.offerings, startup);
+    await checkOfferingRoom(ctx, cfg.catalog, cfg.offerings, startup);
     await checkOfferingTemplates(ctx, cfg.catalog, cfg.offerings, startup, cloneTargetProblem);
     await checkVmidRange(ctx.api, px.vmidRange ?? null, startup);
   } catch (err) {
@@ -62,6 +67,7 @@ export async function createProxmoxBackend(
     ctx.api.close();
     throw err;
   }
+  ctx.room.setRefresher(roomRefresher(ctx));
   // Says once per token a rotation retires when removing it loses nothing.
   const retiring = watchRetiringTokens(ctx);
   const { drain: drainTimeoutMs, configure: configureTimeoutMs } = withDefaultTimeouts(
@@ -93,6 +99,13 @@ export async function createProxmoxBackend(
 
   return {
     kind: "proxmox",
+    admit(slot) {
+      const type = cfg.catalog.get(slot.instanceType);
+      // What Create refuses on its own (no such type or node) it refuses with its own words.
+      if (type === undefined || !px.nodes.includes(slot.zone)) return null;
+      return ctx.room.admit(slot.machineId, type, slot.zone);
+    },
+    room: () => ctx.room.report(),
     create,
     async configure(machine, spec, signal) {
       const started = Date.now();
@@ -130,7 +143,10 @@ export async function createProxmoxBackend(
             await deleteVm(ctx, machine, signal);
             // The VMID is free for anyone now: no longer known as this machine's.
             const ref = parseHostRef(machine.hostRef);
-            if (ref !== null) ctx.memory.deleted(ref.vmid, machine.machineId);
+            if (ref !== null) {
+              ctx.memory.deleted(ref.vmid, machine.machineId);
+              ctx.room.vmGone(ref.vmid);
+            }
           }),
         signal,
         timing.outageRecheck,

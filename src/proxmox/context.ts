@@ -8,6 +8,7 @@ import { BackendMemory } from "./memory.ts";
 import { NodeOutages } from "./outages.ts";
 import { TagPolicy } from "./tags.ts";
 import { MANAGED_TAG } from "./naming.ts";
+import { createRoom, type Room, type RoomOptions } from "./room/room.ts";
 
 export type ApiOp =
   | "CloneVM"
@@ -49,6 +50,8 @@ export interface ProxmoxContext {
   leaked: (volid: string) => void;
   /** The tags VMs get, and which ones the datacenter's tag policy refuses. */
   tags: TagPolicy;
+  /** Each node's room: what its guests and our accepted Creates hold. */
+  room: Room;
 }
 
 /** The context of one backend (or preflight) run: nothing cloning, known or down yet. */
@@ -61,16 +64,29 @@ export function newContext(
     tags?: readonly string[];
     /** The API token's user (`USER@REALM`): tasks we start run as it, whichever token. */
     taskUser?: string;
+    /** The capacity policy and what is offered where (default: no zone to admit into). */
+    room?: Pick<RoomOptions, "policy" | "catalog" | "offered">;
   } = {},
 ): ProxmoxContext {
+  const memory = new BackendMemory();
+  const room = createRoom({
+    policy: new Map(),
+    catalog: new Map(),
+    offered: new Map(),
+    ...opts.room,
+    memory,
+    settleMs: timing.roomSettleMs,
+    refreshMs: timing.roomRefreshMs,
+  });
   return {
     api,
     nodes: [...nodes],
     timing,
     taskUser: opts.taskUser ?? "",
-    memory: new BackendMemory(),
+    memory,
     outages: new NodeOutages(),
     leaked: opts.leaked ?? (() => {}),
     tags: new TagPolicy(opts.tags ?? [MANAGED_TAG]),
+    room,
   };
 }

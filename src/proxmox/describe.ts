@@ -14,7 +14,8 @@ import {
   vmOf,
 } from "./vm/vm.ts";
 import { hostRefOf, MANAGED_TAG, ORPHAN_TYPE, parseMarker, parseTags } from "./naming.ts";
-import { isNodeUnreachable, offlineNodes } from "./cluster/nodes.ts";
+import { isNodeUnreachable, nodeList, offlineOf } from "./cluster/nodes.ts";
+import { listingOf, readOnboot } from "./cluster/room_read.ts";
 import { mapLimit } from "../async/limit.ts";
 
 /** A managed VM as the kit sees it, plus where it is and whether it runs. */
@@ -31,10 +32,14 @@ export async function describeManaged(
   signal: AbortSignal,
 ): Promise<PveVm[]> {
   const { api, memory, outages } = ctx;
-  const [listed, offline] = await Promise.all([
+  const requestedAt = Date.now();
+  const [listed, nodes] = await Promise.all([
     listResources(api, signal),
-    offlineNodes(api, signal),
+    nodeList(api, signal, 1),
   ]);
+  const offline = offlineOf(nodes);
+  // The same listing tells each node's room.
+  ctx.room.observe(listingOf(requestedAt, listed, nodes));
   // Which VMs to read: the name every clone gets, a marker read before, the
   // `bigfleet` tag (earlier versions always set it; the tag policy may now
   // refuse it, so no tag is required), an in-flight clone.
@@ -84,6 +89,7 @@ export async function describeManaged(
   memory.forgetUnlisted(new Set(listed.map((e) => e.vmid)));
   const working = new Set(listed.map((e) => e.node).filter((n) => !down.has(n)));
   outages.observe(down, working, "describe");
+  await readOnboot(ctx, signal);
   return vms.filter((v): v is PveVm => v !== null);
 }
 

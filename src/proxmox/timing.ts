@@ -34,6 +34,10 @@ export interface Timing {
   destroyedGraceMs: number;
   /** Waits between checks of --nodes when the API did not answer at startup. */
   nodeRecheck: Backoff;
+  /** After a Create ended, how long its node's reservation waits for pvestatd to show its VM. */
+  roomSettleMs: number;
+  /** A refused admission refreshes the node listing when it is older than this. */
+  roomRefreshMs: number;
   /** Waits between looks at a node a Delete or Drain waits for (cluster/nodes.ts outlastOutages). */
   outageRecheck: Backoff;
 }
@@ -62,5 +66,8 @@ export const DEFAULT_TIMING: Timing = {
   volumeRetry: { initialMs: 2_500, maxMs: 20_000, factor: 2 },
   destroyedGraceMs: 60_000,
   nodeRecheck: { initialMs: 5_000, maxMs: 60_000 },
+  // pvestatd reports every 10 s; a pveproxy worker's status dump may be 2 s older.
+  roomSettleMs: 15_000,
+  roomRefreshMs: 5_000,
   outageRecheck: { initialMs: 2_000, maxMs: 15_000 },
 };

@@ -1,6 +1,6 @@
 // The admin endpoint: a unix socket beside the state file, mode 0600, that
 // only the provider's own user (and root) can connect to. BigFleet never uses
-// it: it serves the operator's `machines recover` and `state backup`
+// it: it serves the operator's `machines recover`, `machines room` and `state backup`
 // (docs/security.md#the-admin-socket says why a socket and not a port). One
 // request per connection, JSON lines (src/server/admin_wire.ts).
 
@@ -23,6 +23,7 @@ import {
 } from "./admin_wire.ts";
 import { stagingName } from "../config/admin_socket.ts";
 import type { Metrics } from "./metrics.ts";
+import type { ZoneRoom } from "../kit/backend.ts";
 
 export interface AdminOptions {
   path: string;
@@ -30,6 +31,8 @@ export interface AdminOptions {
   metrics: Metrics;
   /** Opens a new, empty state store at a path (a backup is written through it). */
   openStore(path: string): Promise<StateStore>;
+  /** Each zone's room, when the backend counts it (machines room); null: it does not. */
+  room: (() => ZoneRoom[]) | null;
 }
 
 export interface AdminServer {
@@ -73,6 +76,7 @@ export async function startAdminServer(opts: AdminOptions): Promise<AdminServer>
     try {
       const req = await request(conn);
       if (req.op === "recover") answer = await recover(req);
+      else if (req.op === "room") answer = room();
       else ({ answer, file } = await backup());
       await writeAll(conn, encodeLine(answer));
       if (file !== null) await send(conn, file);
@@ -104,6 +108,7 @@ export async function startAdminServer(opts: AdminOptions): Promise<AdminServer>
       throw new AdminError("BAD_REQUEST", "the request is not JSON");
     }
     if (req?.op === "backup") return { op: "backup" };
+    if (req?.op === "room") return { op: "room" };
     if (
       req?.op === "recover" && typeof req.id === "string" &&
       (req.action === "destroy" || req.action === "adopt") && typeof req.apply === "boolean"
@@ -139,6 +144,13 @@ export async function startAdminServer(opts: AdminOptions): Promise<AdminServer>
       before: shown(res.before),
       after: res.after ? shown(res.after) : null,
     };
+  }
+
+  function room(): AdminAnswer {
+    if (opts.room === null) {
+      throw new AdminError("REFUSED", "this provider's backend counts no room (the fake backend)");
+    }
+    return { ok: true, op: "room", zones: opts.room() };
   }
 
   async function backup(): Promise<{ answer: AdminAnswer; file: string }> {

@@ -1,13 +1,16 @@
 // The admin endpoint's wire format, shared by the provider (src/server/admin.ts)
-// and the commands that use it (machines recover, state backup): one request
+// and the commands that use it (machines recover, machines room, state backup): one request
 // per connection, a JSON line each way, and for a backup the file's bytes
 // after the answer line. docs/security.md#the-admin-socket says why a unix
 // socket and who may use it.
 
+import type { ZoneRoom } from "../kit/backend.ts";
+
 /** What a command asks of the running provider. */
 export type AdminRequest =
   | { op: "recover"; id: string; action: "destroy" | "adopt"; apply: boolean }
-  | { op: "backup" };
+  | { op: "backup" }
+  | { op: "room" };
 
 /** A machine as an admin answer shows it. */
 export interface AdminMachine {
@@ -35,6 +38,12 @@ export type AdminAnswer =
     machines: number;
     fences: number;
     revision: number;
+  }
+  | {
+    ok: true;
+    op: "room";
+    /** Each zone's room as the backend counts it (machines room). */
+    zones: ZoneRoom[];
   }
   | { ok: false; code: AdminCode; error: string };
 

@@ -4,9 +4,11 @@
 
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import { registerProcessMetrics } from "./process_metrics.ts";
+import { registerRoomMetrics } from "./room_metrics.ts";
 import { buildInfo } from "../version.ts";
 import { EDGES, type OpKind, STATE_NAMES } from "../kit/model.ts";
 import type { KitObserver } from "../kit/transitions.ts";
+import type { ZoneRoom } from "../kit/backend.ts";
 
 /** The Proxmox operations the real backend reports (docs/observability.md#provider-metrics). */
 export const API_OPS = [
@@ -43,6 +45,8 @@ export interface Metrics {
   recovery(action: "destroy" | "adopt", outcome: "ok" | "refused" | "error"): void;
   /** Where the FAILED machines gauge reads its counts from at each scrape. */
   watchFailed(read: () => FailedCounts): void;
+  /** Where the room gauges read each zone's room from at each scrape (a backend that counts it). */
+  watchRoom(read: () => ZoneRoom[]): void;
   /** The kit's observer: machines by state and zone, the oldest running transition per state. */
   readonly fleet: KitObserver;
   /** The transition timeouts in ms, exported for the stuck-transition alert. */
@@ -131,6 +135,9 @@ export function createMetrics(): Metrics {
     },
   });
 
+  let readRoom: (() => ZoneRoom[]) | null = null;
+  registerRoomMetrics(registers, () => readRoom?.() ?? []);
+
   // Machines by state and zone: counted as records change (O(1) per change),
   // read out per scrape (states × zones series), never by walking the fleet.
   const census = new Map<string, Int32Array>();
@@ -214,6 +221,9 @@ export function createMetrics(): Metrics {
     recovery: (action, outcome) => recoveries.labels(action, outcome).inc(),
     watchFailed(read) {
       readFailed = read;
+    },
+    watchRoom(read) {
+      readRoom = read;
     },
     fleet,
     transitionTimeouts(ms) {

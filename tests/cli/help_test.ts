@@ -143,7 +143,7 @@ Deno.test("commands: an unknown command is a usage error with a suggestion", asy
   const s = await cli(["machines", "lst"]);
   assert.equal(s.code, 2);
   assert.deepEqual(lines(s.stderr), [
-    `error: unknown command "machines lst" (did you mean "machines list"?); the commands of machines are list, get, watch and recover`,
+    `error: unknown command "machines lst" (did you mean "machines list"?); the commands of machines are list, get, watch, recover and room`,
   ]);
   // Nothing close: the list alone says what exists.
   const frob = await cli(["frob"]);
@@ -151,7 +151,7 @@ Deno.test("commands: an unknown command is a usage error with a suggestion", asy
   assert.deepEqual(lines(frob.stderr), [`error: unknown command "frob"; the commands are ${TOP}`]);
   const t = await cli(["machines"]);
   assert.equal(t.code, 2);
-  assert.match(t.stderr, /^error: machines needs a command: list, get, watch or recover$/m);
+  assert.match(t.stderr, /^error: machines needs a command: list, get, watch, recover or room$/m);
 });
 
 /** Every command below the top level with flags of its own, by invocation path. */

@@ -166,7 +166,7 @@ Deno.test({
       const summary = out.pop()!;
       assert.equal(
         summary,
-        "preflight: 16 passed, 0 warnings, 0 failed, 2 skipped: ready (nothing failed)",
+        "preflight: 22 passed, 0 warnings, 0 failed, 2 skipped: ready (nothing failed)",
       );
       for (const l of out) assert.match(l, /^(PASS|SKIP) {2}\S+ +\S/, l);
       const expect = [
@@ -176,6 +176,8 @@ Deno.test({
         /^PASS {2}node {8}pve2: online, Proxmox VE 8\.4\.1$/,
         /^PASS {2}pool {8}bigfleet: exists$/,
         /^PASS {2}privileges {2}\/pool\/bigfleet: Pool\.Audit, VM\.Allocate, VM\.Audit, VM\.Config\.CPU, VM\.Config\.Memory, VM\.Config\.Options, VM\.Monitor, VM\.PowerMgmt: /,
+        /^PASS {2}privileges {2}\/nodes\/pve1: Sys\.Audit: to read the node's memory and CPUs/,
+        /^PASS {2}privileges {2}\/nodes\/pve2: Sys\.Audit: /,
         /^PASS {2}privileges {2}\/vms: VM\.Audit \(propagated\): /,
         /^PASS {2}privileges {2}\/vms\/9000: VM\.Audit, VM\.Clone: /,
         /^PASS {2}privileges {2}\/storage\/ceph-vm: Datastore\.AllocateSpace, Datastore\.Audit: /,
@@ -186,6 +188,11 @@ Deno.test({
         /^PASS {2}template {4}pve\.xlarge\/pve1: /,
         /^PASS {2}template {4}pve\.xlarge\/pve2: /,
         /^PASS {2}storage {5}ceph-vm: 32 clones \(pve\.large\/pve1: 8, pve\.large\/pve2: 8, pve\.xlarge\/pve1: 8, pve\.xlarge\/pve2: 8\) need 640 GiB of disks; 954 GiB free$/,
+        // The simulator's nodes: 512 GiB, 64 CPUs, nothing running.
+        /^PASS {2}room {8}pve\.large in pve1: 31 more fit now: 522240 MiB and 256 vCPUs free \(guests hold 0 of 522240 MiB under the policy\)$/,
+        /^PASS {2}room {8}pve\.xlarge in pve1: 15 more fit now: /,
+        /^PASS {2}room {8}pve\.large in pve2: 31 more fit now: /,
+        /^PASS {2}room {8}pve\.xlarge in pve2: 15 more fit now: /,
         /^SKIP {2}guest {7}template 9000: not checked: no running VM cloned from template 9000 to ask .*\. Fix: run `bigfleet-proxmox smoke`/,
         /^SKIP {2}hooks {7}\/bin\/sh \/run\/bigfleet-bootstrap: not checked: .*template never runs.*\. Fix: /,
       ];
@@ -930,6 +937,68 @@ Deno.test({
         /hostpci0 passes a host PCI device through: only root@pam may clone it/,
       );
       assert.match(c.fix!, /Resource Mappings/);
+    });
+  },
+});
+
+Deno.test({
+  name:
+    "preflight: which types fit which nodes today (room): PASS with how many more, WARN for no room now and for never",
+  ...opts,
+  async fn() {
+    const simOpts = {
+      nodeResources: { pve1: { memoryMib: 24105, cpus: 8 } },
+      acl: await scriptAcl(SIM_STORAGE),
+    };
+    // A VM of someone else holds 60% of pve1 (the real node of issue 26).
+    const busy = (sim: Simulator) =>
+      sim.addVm({ vmid: 500, name: "foreign", template: false, running: true, memory: 14463 });
+    await withRig(simOpts, async (r) => {
+      const { r: res, report } = await r.json([
+        await offerings(r.dir, [
+          ["pve.small", "pve1", 1],
+          ["pve.medium", "pve1", 1],
+          ["pve.xlarge", "pve1", 1],
+          ["pve.xlarge", "pve2", 1],
+        ]),
+      ]);
+      assert.equal(res.code, 0, "WARNs only");
+      const small = one(report, "room", "pve.small in pve1");
+      assert.equal(small.status, "PASS");
+      assert.match(small.message, /^1 more fit now: 7594 MiB and \d+ vCPUs free/);
+      const medium = one(report, "room", "pve.medium in pve1");
+      assert.equal(medium.status, "WARN");
+      assert.match(medium.message, /^no room now: 7594 MiB/);
+      assert.match(medium.fix!, /refused until VMs there stop or move, or the policy allows more/);
+      const xlarge = one(report, "room", "pve.xlarge in pve1");
+      assert.equal(xlarge.status, "WARN");
+      assert.equal(
+        xlarge.message,
+        "never fits: pve.xlarge has 16 vCPUs and node pve1 has 8 CPUs (Proxmox starts no VM " +
+          "with more vCPUs than its node has CPUs)",
+      );
+      assert.equal(one(report, "room", "pve.xlarge in pve2").status, "PASS");
+    }, busy);
+  },
+});
+
+Deno.test({
+  name:
+    "preflight: a token without Sys.Audit on /nodes FAILs privileges naming it, and each zone's room WARNs",
+  ...opts,
+  async fn() {
+    const acl = await scriptAcl(SIM_STORAGE);
+    acl.entries = acl.entries.filter((e) => e.path !== "/nodes");
+    await withRig({ acl }, async (r) => {
+      const { r: res, report } = await r.json();
+      assert.equal(res.code, 1);
+      const priv = one(report, "privileges", "/nodes/pve1");
+      assert.equal(priv.status, "FAIL");
+      assert.match(priv.message, /^missing Sys\.Audit, needed to read the node's memory and CPUs/);
+      assert.match(priv.fix!, /setup-token\.sh with its defaults does both/);
+      const room = one(report, "room", "pve1");
+      assert.equal(room.status, "WARN");
+      assert.match(room.message, /cannot see node pve1's memory and CPUs: grant it Sys\.Audit/);
     });
   },
 });

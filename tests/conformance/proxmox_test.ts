@@ -39,7 +39,14 @@ function lane(label: string, pveVersion: string, only?: ReadonlySet<string>): vo
   let forgetDir: (() => void) | undefined;
 
   defineConformanceSuite(label, async () => {
-    sim = await startSimulator({ nodes: ["pve1", "pve2"], pveVersion });
+    // Nodes that can hold every one of the 256 slots at once (64 × 16 GiB + 64 × 32 GiB per
+    // zone): the contract is under test here, not node capacity (tests/proxmox/room_*).
+    const roomy = { memoryMib: 4 * 1024 * 1024, cpus: 512 };
+    sim = await startSimulator({
+      nodes: ["pve1", "pve2"],
+      pveVersion,
+      nodeResources: { pve1: roomy, pve2: roomy },
+    });
     const made = dir = await Deno.makeTempDir({ prefix: "bf-pve-conf-" });
     // Removed at exit even when a --filter skips the stop test below; the
     // simulator lives in this process and the provider child is killed by the harness.

@@ -50,6 +50,7 @@ Deno.test("setup-token.sh: fresh PVE 9 cluster gets user, scoped roles, pool, pr
     "VM.Config.Options,VM.PowerMgmt,VM.GuestAgent.Audit,VM.GuestAgent.Unrestricted,Pool.Audit",
     "role add BigFleetTemplateCloner --privs VM.Clone,VM.Audit",
     "role add BigFleetStorage --privs Datastore.AllocateSpace,Datastore.Audit",
+    "role add BigFleetNodeAuditor --privs Sys.Audit",
     "role add BigFleetAuditor --privs VM.Audit",
     "role add BigFleetNetwork --privs SDN.Use",
     "user add bigfleet@pve --comment BigFleet CapacityProvider",
@@ -60,6 +61,8 @@ Deno.test("setup-token.sh: fresh PVE 9 cluster gets user, scoped roles, pool, pr
     ...aclPair("/pool/bigfleet", "BigFleetProvisioner", 1),
     ...aclPair("/vms/9000", "BigFleetTemplateCloner", 0),
     ...aclPair("/storage/local-lvm", "BigFleetStorage", 0),
+    // Each node's memory and CPUs (node capacity), read only.
+    ...aclPair("/nodes", "BigFleetNodeAuditor", 1),
     // Propagated: template NICs with a VLAN tag need SDN.Use on <bridge>/<tag>.
     ...aclPair("/sdn/zones/localnetwork/vmbr0", "BigFleetNetwork", 1),
     ...aclPair("/vms", "BigFleetAuditor", 1),

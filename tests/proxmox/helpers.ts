@@ -4,6 +4,7 @@
 import { configureSync, type LogRecord, resetSync } from "@logtape/logtape";
 import net from "node:net";
 import { builtinCatalog } from "../../src/config/catalog.ts";
+import { roomPolicy } from "../../src/config/room.ts";
 import type { Config, ProxmoxConfig, TemplateSource } from "../../src/config/types.ts";
 import type { SlotSpec } from "../../src/kit/backend.ts";
 import {
@@ -77,6 +78,7 @@ export function configFor(
     tags: ["bigfleet"],
     callsPerNode: 2,
     clonesPerStorage: 2,
+    room: roomPolicy({}, over.nodes ?? ["pve1", "pve2"]),
     ...over,
   };
   return {

@@ -175,8 +175,9 @@ Deno.test({
   sanitizeOps: false,
   sanitizeResources: false,
   async fn() {
-    // Tokens see only their own tasks unless they hold Sys.Audit on the node, which
-    // setup-token.sh does not grant (docs/proxmox-notes.md "Worker tasks").
+    // Tokens see only their own tasks unless they hold Sys.Audit on the node
+    // (docs/proxmox-notes.md "Worker tasks"). setup-token.sh grants it on /nodes for node
+    // capacity; part 2 takes it away once its clone runs, as an operator's narrower grant.
     await using r = await providerRig({
       timing: { cloneMs: 8_000, cloneNamelessMs: 1_500 },
       acl: await setupTokenAcl(),
@@ -215,6 +216,8 @@ Deno.test({
       await h.create(m2);
       const clone2 = await cloneRunning(r.sim, new Set([clone1.upid]));
       assert.equal(clone2.user, B);
+      const acl = r.sim.faults.acl!;
+      acl.entries = acl.entries.filter((e) => e.path !== "/nodes");
       const C = `${USER}!autoscaler-r2`;
       r.sim.addToken(C, "secret-r2");
       await projectToken(secrets, `${C}=secret-r2\n${B}=secret-r1\n`);

@@ -41,8 +41,8 @@ export function configureNodes(
   for (const n of state.nodes) {
     const r = perNode[n] ?? {};
     out.set(n, {
-      memoryMib: r.memoryMib ?? 65536,
-      cpus: r.cpus ?? 16,
+      memoryMib: r.memoryMib ?? 524288,
+      cpus: r.cpus ?? 64,
       swapMib: r.swapMib ?? 0,
       hostUsedMib: r.hostUsedMib ?? 2048,
       hostCpu: r.hostCpu ?? 0.03,

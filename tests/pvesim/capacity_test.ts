@@ -36,7 +36,7 @@ async function sizedStart(
   return { newid, status, log: lines.map((l) => String(l.t)) };
 }
 
-Deno.test("node status: memory, cpuinfo and swap of the node; defaults 64 GiB / 16 CPUs", async () => {
+Deno.test("node status: memory, cpuinfo and swap of the node; defaults 512 GiB / 64 CPUs", async () => {
   await withSim(async (_sim, api) => {
     const s = await nodeStatus(api);
     assert.deepEqual(s.memory, {
@@ -49,8 +49,8 @@ Deno.test("node status: memory, cpuinfo and swap of the node; defaults 64 GiB / 
     assert.equal(typeof s.cpu, "number");
     assert.ok(typeof s.uptime === "number" && typeof s.pveversion === "string");
     const other = await nodeStatus(api, "pve2");
-    assert.equal((other.memory as Obj).total, 65536 * MIB);
-    assert.equal((other.cpuinfo as Obj).cpus, 16);
+    assert.equal((other.memory as Obj).total, 524288 * MIB);
+    assert.equal((other.cpuinfo as Obj).cpus, 64);
     const entry = await resourceNode(api);
     assert.deepEqual([entry.maxmem, entry.mem, entry.maxcpu], [24105 * MIB, 2048 * MIB, 8]);
     assert.equal(entry.status, "online");
@@ -147,4 +147,34 @@ Deno.test("pvesim --node-memory / --node-cpus set every node's resources; a bad 
   const bad = await cli(["--node-memory=lots"], { cmd: pvesimCommand(), timeoutMs: 20_000 });
   assert.equal(bad.code, 2);
   assert.deepEqual(lines(bad.stderr), ['error: --node-memory: want a number >= 0, got "lots"']);
+});
+
+Deno.test("node figures need Sys.Audit on /nodes/<node>: without it /nodes and resources list status only", async () => {
+  await withSim(async (sim, api) => {
+    const listed = async (path: string) =>
+      ((await api.data("GET", path)) as Obj[]).find((e) => e.node === "pve1")!;
+    sim.faults.acl = { entries: [{ path: "/vms", privs: ["VM.Audit"], propagate: true }] };
+    for (const path of ["/nodes", "/cluster/resources?type=node"]) {
+      const e = await listed(path);
+      assert.equal(e.status, "online", path);
+      for (const k of ["maxmem", "mem", "maxcpu", "cpu", "uptime"]) {
+        assert.ok(!(k in e), `${path} ${k}`);
+      }
+    }
+    sim.faults.acl.entries.push({ path: "/nodes", privs: ["Sys.Audit"], propagate: true });
+    for (const path of ["/nodes", "/cluster/resources?type=node"]) {
+      const e = await listed(path);
+      assert.deepEqual([e.maxmem, e.maxcpu], [24105 * MIB, 8], path);
+    }
+  }, { nodeResources: NODE });
+});
+
+Deno.test("resources: an HA-managed guest carries hastate, without lag; others none", async () => {
+  await withSim(async (sim, api) => {
+    sim.addVm({ vmid: 510, name: "ha-guest", template: false, memory: 2048, hastate: "started" });
+    sim.addVm({ vmid: 511, name: "plain", template: false, memory: 2048 });
+    const all = await api.data("GET", "/cluster/resources?type=vm") as Obj[];
+    assert.equal(all.find((e) => e.vmid === 510)!.hastate, "started");
+    assert.ok(!("hastate" in all.find((e) => e.vmid === 511)!));
+  });
 });

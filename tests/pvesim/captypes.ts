@@ -3,9 +3,12 @@
 
 /** One node's hardware and what runs on it besides the guests (SimOptions.nodeResources). */
 export interface SimNodeResources {
-  /** Physical memory in MiB, as `memory.total` reports it. Default 65536 (64 GiB). */
+  /**
+   * Physical memory in MiB, as `memory.total` reports it. Default 524288 (512 GiB, a
+   * two-socket server: room for the provider's built-in offerings).
+   */
   memoryMib?: number;
-  /** Logical CPUs (`cpuinfo.cpus`, resources `maxcpu`). Default 16. */
+  /** Logical CPUs (`cpuinfo.cpus`, resources `maxcpu`). Default 64. */
   cpus?: number;
   /** Swap in MiB. Default 0 (a PVE install on ZFS or a tuned host has none). */
   swapMib?: number;

@@ -59,7 +59,7 @@ const FLAGS = {
     default: "",
     topic: SIM,
     arg: "MIB",
-    none: "64 GiB",
+    none: "512 GiB",
     help: "each node's physical memory in MiB (a guest larger than that cannot start)",
   },
   "node-cpus": {
@@ -67,7 +67,7 @@ const FLAGS = {
     default: "",
     topic: SIM,
     arg: "N",
-    none: "16",
+    none: "64",
     help: "each node's logical CPUs (a guest with more vCPUs cannot start)",
   },
   "pve-version": {

@@ -60,6 +60,8 @@ export interface VmRecord {
   stops: number;
   /** The guest OS's agent restrictions (guestcaps.ts), copied to clones. */
   guest?: SimGuest;
+  /** Its HA resource's requested state (ha-manager), when HA manages it. */
+  hastate?: string;
 }
 
 export interface LxcRecord {
@@ -247,6 +249,7 @@ export class ClusterState {
     vm.foreign = true;
     vm.pool = t.pool;
     vm.guest = t.guest;
+    vm.hastate = t.hastate;
     // Seeded guests have long been known to pvestatd.
     if (t.running && !(t.template ?? true)) {
       vm.status = "running";

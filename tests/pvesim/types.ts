@@ -41,6 +41,8 @@ export interface SimTemplate {
   config?: Record<string, string | number>;
   /** The guest OS: agent commands it blocks, no shell (guestcaps.ts); clones inherit it. */
   guest?: SimGuest;
+  /** HA manages it with this requested state (`started`, `stopped`, ...): resources' `hastate`. */
+  hastate?: string;
 }
 
 /** One storage.cfg entry. */

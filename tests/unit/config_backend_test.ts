@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { roomPolicy } from "../../src/config/room.ts";
 import { loadConfig } from "../../src/config/load.ts";
 import { ConfigError } from "../../src/config/types.ts";
 
@@ -57,6 +58,7 @@ Deno.test("backend: a complete real configuration", async () => {
       tags: ["bigfleet"],
       callsPerNode: 2,
       clonesPerStorage: 2,
+      room: roomPolicy({}, ["pve1", "pve2", "pve3"]),
     });
     // Built-in offerings use the first two nodes.
     assert.deepEqual(c.zones, ["pve1", "pve2"]);

@@ -11,7 +11,13 @@
 // here sleeps.
 
 import { BackendError } from "../../src/kit/backend.ts";
-import type { Backend, HostInspection, ManagedVm, SlotSpec } from "../../src/kit/backend.ts";
+import type {
+  AdmitSpec,
+  Backend,
+  HostInspection,
+  ManagedVm,
+  SlotSpec,
+} from "../../src/kit/backend.ts";
 import { startKit } from "../../src/kit/kit.ts";
 import type { Ack, Kit } from "../../src/kit/api.ts";
 import type { Timeouts } from "../../src/kit/timeouts.ts";
@@ -76,6 +82,10 @@ export interface ScriptedBackend {
   open(): AnyCall[];
   /** What `inspect` answers for a machine from now on (null, the default: no host). */
   setInspection(machineId: string, found: HostInspection | null): void;
+  /** Admission of Creates from now on (default: none asked, every Create admitted). */
+  setAdmission(admit: ((slot: AdmitSpec) => string | null) | null): void;
+  /** Every admission the kit asked for, in order. */
+  readonly admissions: readonly AdmitSpec[];
 }
 
 interface Scripted extends ScriptedBackend {
@@ -109,6 +119,8 @@ function scriptedBackend(): Scripted {
   let nextHost = 100;
   let closed = false;
   const inspections = new Map<string, HostInspection | null>();
+  let admission: ((slot: AdmitSpec) => string | null) | null = null;
+  const admissions: AdmitSpec[] = [];
 
   function arrive(kind: CallKind, call: AnyCall): void {
     const entry = { kind, call, taken: false };
@@ -236,6 +248,10 @@ function scriptedBackend(): Scripted {
       return d.promise;
     },
     inspect: (m) => Promise.resolve(inspections.get(m.machineId) ?? null),
+    admit(slot) {
+      admissions.push(slot);
+      return admission === null ? null : admission(slot);
+    },
     close() {
       closed = true;
       return Promise.resolve();
@@ -252,6 +268,10 @@ function scriptedBackend(): Scripted {
     nextDescribe: () => take("describe") as Promise<DescribeCall>,
     open: () => all.map((e) => e.call).filter((c) => !c.settled),
     setInspection: (id, found) => inspections.set(id, found),
+    setAdmission(fn) {
+      admission = fn;
+    },
+    admissions,
   };
 }
 

@@ -30,6 +30,17 @@ ReadWriteOnce volume) and preflight only checks the cluster.
 - {{ printf "--proxmox-pool=%s" . | quote }}
 {{- end }}
 - {{ printf "--nodes=%s" (include "bigfleet-proxmox.nodes" $root) | quote }}
+{{- with $v.proxmox.capacity }}
+{{- with .memoryOvercommit }}
+- {{ printf "--proxmox-memory-overcommit=%s" . | quote }}
+{{- end }}
+{{- with .memoryReserve }}
+- {{ printf "--proxmox-memory-reserve=%s" . | quote }}
+{{- end }}
+{{- with .cpuOvercommit }}
+- {{ printf "--proxmox-cpu-overcommit=%s" . | quote }}
+{{- end }}
+{{- end }}
 {{- else }}
 - "--use-fake-backend"
 {{- end }}

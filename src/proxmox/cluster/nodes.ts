@@ -11,6 +11,7 @@ import { type Backoff, pollWaits } from "../../async/poll.ts";
 import { sleep } from "../../async/sleep.ts";
 import { ProxmoxApiError } from "../api/errors.ts";
 import type { ApiClient } from "../api/client.ts";
+import type { ListedNode } from "../room/counted.ts";
 
 const log = getLogger(["bigfleet", "proxmox"]);
 
@@ -28,15 +29,51 @@ export function isNodeUnreachable(err: unknown): boolean {
  * calls find out for themselves.
  */
 export async function offlineNodes(api: ApiClient, signal: AbortSignal): Promise<Set<string>> {
-  let nodes: Map<string, string>;
+  return offlineOf(await nodeList(api, signal, 1));
+}
+
+/** The offline nodes of a /nodes answer (none when it could not be read). */
+export function offlineOf(list: readonly ListedNode[] | null): Set<string> {
+  return new Set((list ?? []).filter((n) => n.status === "offline").map((n) => n.node));
+}
+
+/**
+ * GET /nodes with each node's status and, when the token holds Sys.Audit on
+ * /nodes/<node>, its memory and CPUs (docs/proxmox-notes.md "Node capacity");
+ * null when it cannot be read.
+ */
+export async function nodeList(
+  api: ApiClient,
+  signal: AbortSignal,
+  attempts?: number,
+): Promise<ListedNode[] | null> {
   try {
-    nodes = await clusterNodes(api, signal, 1);
+    return await listNodes(api, signal, attempts);
   } catch (err) {
     if (signal.aborted) throw err;
     log.debug("could not list node states: {error}", { error: (err as Error).message });
-    return new Set();
+    return null;
   }
-  return new Set([...nodes].filter(([, status]) => status === "offline").map(([node]) => node));
+}
+
+async function listNodes(
+  api: ApiClient,
+  signal: AbortSignal,
+  attempts?: number,
+): Promise<ListedNode[]> {
+  const list = await api.get("/nodes", undefined, signal, attempts ? { attempts } : undefined);
+  const out: ListedNode[] = [];
+  for (const n of Array.isArray(list) ? list : []) {
+    const e = n as Record<string, unknown>;
+    if (typeof e?.node !== "string") continue;
+    out.push({
+      node: e.node,
+      status: String(e.status ?? "unknown"),
+      ...(typeof e.maxmem === "number" ? { maxmem: e.maxmem } : {}),
+      ...(typeof e.maxcpu === "number" ? { maxcpu: e.maxcpu } : {}),
+    });
+  }
+  return out;
 }
 
 /**
@@ -49,13 +86,7 @@ export async function clusterNodes(
   signal: AbortSignal,
   attempts?: number,
 ): Promise<Map<string, string>> {
-  const list = await api.get("/nodes", undefined, signal, attempts ? { attempts } : undefined);
-  const out = new Map<string, string>();
-  for (const n of Array.isArray(list) ? list : []) {
-    const e = n as Record<string, unknown>;
-    if (typeof e?.node === "string") out.set(e.node, String(e.status ?? "unknown"));
-  }
-  return out;
+  return new Map((await listNodes(api, signal, attempts)).map((n) => [n.node, n.status]));
 }
 
 /** The startup check of --nodes: what a zone's Create must refuse (null: nothing). */

@@ -8,7 +8,8 @@
 import { getLogger } from "@logtape/logtape";
 import { mapLimit } from "../../async/limit.ts";
 import { pollUntil } from "../../async/poll.ts";
-import { isNodeUnreachable, offlineNodes } from "../cluster/nodes.ts";
+import { isNodeUnreachable, nodeList, offlineOf } from "../cluster/nodes.ts";
+import { listingOf } from "../cluster/room_read.ts";
 import {
   blockingLock,
   isPermissionError,
@@ -55,13 +56,18 @@ export async function findExisting(
   const { api, nodes, memory, outages } = ctx;
   const tag = machineTag(machineId);
   const name = vmName(machineId);
-  const [listed, offline] = await Promise.all([
+  const requestedAt = Date.now();
+  const [listing, nodeStates] = await Promise.all([
     listResources(api, signal).catch((err) => {
       if (!isPermissionError(err)) throw err;
-      return [];
+      return null;
     }),
-    offlineNodes(api, signal),
+    nodeList(api, signal),
   ]);
+  const listed = listing ?? [];
+  const offline = offlineOf(nodeStates);
+  // The listing tells each node's room too: Create checks it before it clones.
+  if (listing !== null) ctx.room.observe(listingOf(requestedAt, listing, nodeStates));
   // The listing's `template` flag is no guide: a fresh VM can show it for a moment
   // (docs/proxmox-notes.md "A node that is down"); each candidate's own config decides.
   let entries: { node: string; vmid: number }[] = listed.filter((e) =>

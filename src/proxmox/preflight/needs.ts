@@ -142,6 +142,18 @@ export function storageNeed(storage: string): PathNeed {
   };
 }
 
+/** A node's memory and CPUs, which /nodes shows only with Sys.Audit on it (node capacity). */
+export function nodeAuditNeed(node: string): PathNeed {
+  return {
+    path: `/nodes/${node}`,
+    privileges: ["Sys.Audit"],
+    propagated: false,
+    optional: false,
+    purpose: "read the node's memory and CPUs, so no VM is cloned into a node without room",
+    setupOption: "with its defaults",
+  };
+}
+
 /** Seeing an in-flight clone before it joins the pool (docs/credentials.md). */
 export function auditAllNeed(): PathNeed {
   return {
@@ -149,8 +161,8 @@ export function auditAllNeed(): PathNeed {
     privileges: ["VM.Audit"],
     propagated: true,
     optional: true,
-    purpose:
-      "see an in-flight clone before it joins the pool, to adopt it instead of cloning again",
+    purpose: "see an in-flight clone before it joins the pool, to adopt it instead of cloning " +
+      "again, and count what the other VMs on a node hold",
     setupOption: "the default (leave out --no-audit-all-vms)",
   };
 }

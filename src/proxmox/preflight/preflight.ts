@@ -12,6 +12,7 @@ import { hooksCheck } from "./hooks.ts";
 import { nodeChecks } from "./nodes.ts";
 import { poolCheck } from "./pool.ts";
 import { privilegeChecks } from "./privileges.ts";
+import { roomChecks } from "./room.ts";
 import type { CheckResult } from "./result.ts";
 import { guard, openRun, type PreflightRun } from "./run.ts";
 import { storageChecks, storageDemand } from "./storage.ts";
@@ -67,6 +68,7 @@ async function checkCluster(run: PreflightRun): Promise<CheckResult[]> {
     "",
     () => privilegeChecks(run, found, [...demand.values()]),
   );
+  const room = await guard(run, "room", "", () => roomChecks(run));
   const tags = await guard(
     run,
     "tags",
@@ -81,6 +83,7 @@ async function checkCluster(run: PreflightRun): Promise<CheckResult[]> {
     ...tags,
     ...templates,
     ...storage,
+    ...room,
     ...guest,
     hooksCheck(run.cfg),
   ];

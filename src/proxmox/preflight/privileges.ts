@@ -11,6 +11,7 @@ import {
   auditAllNeed,
   nicSdnPaths,
   nicsOf,
+  nodeAuditNeed,
   type PathNeed,
   poolNeed,
   sdnNeed,
@@ -172,6 +173,7 @@ export async function privilegeChecks(
   // The guest agent's privileges are those of the version each node runs.
   const majors = await Promise.all(run.px.nodes.map((n) => run.majorOf(n)));
   const needs: PathNeed[] = [poolNeed(run.px.pool, majors, poolExtra(run))];
+  for (const node of run.px.nodes) needs.push(nodeAuditNeed(node));
   if (run.px.pool !== "") needs.push(auditAllNeed());
   const vmids = new Set<number>(found.map((f) => f.tmpl.vmid));
   for (const p of pairs(run.cfg)) {

@@ -8,6 +8,7 @@ import type { ApiClient } from "../api/client.ts";
 import { readStorages, type StorageInfo } from "../cluster/templates.ts";
 import { newContext, type ProxmoxContext } from "../context.ts";
 import type { Timing } from "../timing.ts";
+import { offeredTypes } from "../cluster/room_startup.ts";
 import { Permissions } from "./permissions.ts";
 import { type CheckResult, errText, failed, skipped } from "./result.ts";
 
@@ -65,7 +66,9 @@ export function openRun(
     px,
     api,
     signal,
-    ctx: newContext(api, px.nodes, timing),
+    ctx: newContext(api, px.nodes, timing, {
+      room: { policy: px.room, catalog: cfg.catalog, offered: offeredTypes(cfg.offerings) },
+    }),
     perms: new Permissions(api, signal),
     major,
     versionOf,

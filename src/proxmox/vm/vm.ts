@@ -28,6 +28,11 @@ export interface ResourceEntry {
   tags?: string;
   lock?: string;
   template?: number;
+  /** Configured memory (bytes) and vCPUs, once pvestatd reported the guest. */
+  maxmem?: number;
+  maxcpu?: number;
+  /** Its HA resource's requested state, when HA manages it. */
+  hastate?: string;
 }
 
 /** The part of the backend's Timing that VM reads and actions use. */
@@ -170,6 +175,9 @@ export async function listResources(
       tags: typeof r.tags === "string" ? r.tags : undefined,
       lock: typeof r.lock === "string" && r.lock !== "" ? r.lock : undefined,
       template: Number(r.template ?? 0),
+      ...(typeof r.maxmem === "number" ? { maxmem: r.maxmem } : {}),
+      ...(typeof r.maxcpu === "number" ? { maxcpu: r.maxcpu } : {}),
+      ...(typeof r.hastate === "string" ? { hastate: r.hastate } : {}),
     });
   }
   return out;

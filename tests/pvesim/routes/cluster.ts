@@ -5,7 +5,7 @@ import { vmidFormat } from "../params.ts";
 import type { Route, SimCore } from "../router.ts";
 import type { VmRecord } from "../state.ts";
 import { nodeResourceFigures } from "../capacity.ts";
-import { mayOnVm } from "../acl.ts";
+import { hasPriv, mayOnVm } from "../acl.ts";
 import { guestFields, nodeSilent, quorate } from "../multinode.ts";
 import { statusViewTime } from "../statuscache.ts";
 import { clusterOptions, nextIdRange } from "../policy.ts";
@@ -58,10 +58,16 @@ function qemuEntry(core: SimCore, vm: VmRecord, at: number): Record<string, unkn
   if (vm.pool) e.pool = vm.pool;
   if (vm.config.tags !== undefined) e.tags = String(vm.config.tags);
   if (vm.config.lock !== undefined) e.lock = String(vm.config.lock);
+  // From the HA manager's status, not pvestatd: no lag.
+  if (vm.hastate !== undefined) e.hastate = vm.hastate;
   return e;
 }
 
-/** A node as /nodes and cluster/resources list it; a node that is down has no stats. */
+/**
+ * A node as /nodes and cluster/resources list it; a node that is down has no
+ * stats, and neither has any node to a caller without Sys.Audit on
+ * /nodes/<node> (API2Tools extract_node_stats' `exclude_stats`).
+ */
 export function nodeEntry(core: SimCore, n: string): Record<string, unknown> {
   if (core.faults.offlineNodes.includes(n)) {
     return { id: `node/${n}`, type: "node", node: n, status: "offline", level: "" };
@@ -69,6 +75,10 @@ export function nodeEntry(core: SimCore, n: string): Record<string, unknown> {
   // Figures (and `online`) come only from the node's pvestatd reports (API2Tools extract_node_stats).
   if (nodeSilent(core, n)) {
     return { id: `node/${n}`, type: "node", node: n, status: "unknown" };
+  }
+  const acl = core.faults.acl;
+  if (acl !== null && !hasPriv(acl, `/nodes/${n}`, "Sys.Audit")) {
+    return { id: `node/${n}`, type: "node", node: n, status: "online", level: "" };
   }
   return {
     id: `node/${n}`,
