@@ -100,12 +100,6 @@ export function createRoom(opts: RoomOptions): Room {
   let refresher: (() => Promise<void>) | null = null;
   let refreshing = false;
 
-  const needOf = (t: InstanceType): Need => ({
-    name: t.name,
-    vcpu: t.vcpu,
-    memoryMib: t.memoryMib,
-  });
-
   const ours = (vmid: number) =>
     memory.knownAs(vmid) !== undefined || memory.cloningFor(vmid) !== undefined;
 
@@ -251,37 +245,47 @@ export function createRoom(opts: RoomOptions): Room {
       return fitRefusalIgnoringUse(room, needOf(type));
     },
     report() {
-      return [...opts.offered].map(([zone, types]) => reportOf(roomOf(zone), types));
+      return [...opts.offered].map(([zone, types]) => reportOf(roomOf(zone), types, opts.catalog));
     },
     setRefresher(refresh) {
       refresher = refresh;
     },
   };
+}
 
-  function reportOf(room: NodeRoom, types: readonly string[]): ZoneRoom {
-    const fits: Record<string, number> = {};
-    for (const name of types) {
-      const t = opts.catalog.get(name);
-      if (t !== undefined) fits[name] = slotsThatFit(room, needOf(t));
-    }
-    const known = room.condition === null;
-    const cap = room.capacity;
-    return {
-      zone: room.node,
-      problem: conditionRefusal(room.node, room.condition) ?? "",
-      memoryMib: {
-        capacity: cap.memoryMib,
-        held: room.held.memoryMib,
-        free: known ? Math.max(0, cap.memoryMib - room.held.memoryMib) : 0,
-      },
-      vcpus: {
-        capacity: cap.vcpus === Infinity ? null : cap.vcpus,
-        held: room.held.vcpus,
-        free: !known ? 0 : cap.vcpus === Infinity ? null : Math.max(0, cap.vcpus - room.held.vcpus),
-      },
-      fits,
-    };
+/** One zone's line of the room report: its room now and how many of each type fit. */
+function reportOf(
+  room: NodeRoom,
+  types: readonly string[],
+  catalog: ReadonlyMap<string, InstanceType>,
+): ZoneRoom {
+  const fits: Record<string, number> = {};
+  for (const name of types) {
+    const t = catalog.get(name);
+    if (t !== undefined) fits[name] = slotsThatFit(room, needOf(t));
   }
+  const known = room.condition === null;
+  const cap = room.capacity;
+  return {
+    zone: room.node,
+    problem: conditionRefusal(room.node, room.condition) ?? "",
+    memoryMib: {
+      capacity: cap.memoryMib,
+      held: room.held.memoryMib,
+      free: known ? Math.max(0, cap.memoryMib - room.held.memoryMib) : 0,
+    },
+    vcpus: {
+      capacity: cap.vcpus === Infinity ? null : cap.vcpus,
+      held: room.held.vcpus,
+      free: !known ? 0 : cap.vcpus === Infinity ? null : Math.max(0, cap.vcpus - room.held.vcpus),
+    },
+    fits,
+  };
+}
+
+/** What a type asks of a node. */
+function needOf(t: InstanceType): Need {
+  return { name: t.name, vcpu: t.vcpu, memoryMib: t.memoryMib };
 }
 
 /** Whether the type could fit the node were it empty (the startup check). */
