@@ -188,6 +188,7 @@ export async function startSimulator(opts: SimOptions = {}): Promise<Simulator> 
     addToken: (id, secret) => void tokens.set(id, secret),
     removeToken: (id) => void tokens.delete(id),
     faults,
+    timing,
     requests,
     vms: () =>
       [...state.vms.values()].sort((a, b) => a.vmid - b.vmid).map((v) => state.snapshot(v)),

@@ -22,7 +22,7 @@
 
 import { fail } from "./errors.ts";
 import type { SimCore } from "./router.ts";
-import { usageStats, type VmRecord } from "./state.ts";
+import { type StatusView, usageStats, type VmRecord } from "./state.ts";
 import { vmFigures } from "./capacity.ts";
 import type { CutMode } from "./types_cluster.ts";
 import { statusExtras } from "./versions.ts";
@@ -64,11 +64,15 @@ function cutOf(core: SimCore, node: string): Cut | undefined {
 
 /**
  * The RRD-derived fields pvestatd's last report gives a guest in
- * /cluster/resources, as of `at` (statuscache.ts); undefined before its
+ * /cluster/resources, as of `view` (statuscache.ts); undefined before its
  * first report.
  */
-function liveFields(core: SimCore, vm: VmRecord, at: number): Record<string, unknown> | undefined {
-  const rrd = core.state.rrdView(vm, at);
+function liveFields(
+  core: SimCore,
+  vm: VmRecord,
+  view: StatusView,
+): Record<string, unknown> | undefined {
+  const rrd = core.state.rrdView(vm, view);
   if (!rrd) return undefined;
   // maxcpu is capped at the node's CPUs and maxdisk is the boot disk's size (capacity.ts).
   const { cpus, maxdisk } = vmFigures(core, vm);
@@ -93,7 +97,7 @@ export function cutNode(core: SimCore, node: string, mode: CutMode): void {
   if (!offline(core, node) && !nodeSilent(core, node)) {
     for (const vm of state.vms.values()) {
       if (vm.node !== node) continue;
-      const fields = liveFields(core, vm, Date.now());
+      const fields = liveFields(core, vm, core.state.statusNow());
       if (fields) frozen.set(vm.vmid, fields);
     }
   }
@@ -171,11 +175,11 @@ export function statusHeld(core: SimCore, n: string): boolean {
 export function guestFields(
   core: SimCore,
   vm: VmRecord,
-  at: number,
+  view: StatusView,
 ): Record<string, unknown> | undefined {
   if (offline(core, vm.node)) {
     return statusHeld(core, vm.node) ? cutOf(core, vm.node)?.frozen.get(vm.vmid) : undefined;
   }
   if (nodeSilent(core, vm.node)) return undefined;
-  return liveFields(core, vm, at);
+  return liveFields(core, vm, view);
 }

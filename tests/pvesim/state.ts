@@ -20,9 +20,22 @@ import type {
 
 export type ConfigValue = string | number;
 
+/**
+ * A moment's view of pvestatd's points: those published up to `upTo` that are
+ * old enough to be visible at `at`. A pveproxy worker's status dump is one
+ * (statuscache.ts); ordering by publication, not only by the millisecond,
+ * keeps a change made in the dump's own millisecond out of it.
+ */
+export interface StatusView {
+  at: number;
+  upTo: number;
+}
+
 /** One pvestatd publication: what cluster/resources shows from `at` on. */
 interface RrdPoint {
   at: number;
+  /** Publication order: two points of one millisecond are still ordered. */
+  seq: number;
   name: string;
   status: "running" | "stopped";
   template: number;
@@ -296,11 +309,18 @@ export class ClusterState {
    * status until its own point is picked up.
    */
   readonly #rrdByVmid = new Map<number, RrdPoint[]>();
+  #pointSeq = 0;
+
+  /** What pvestatd's points show right now. */
+  statusNow(): StatusView {
+    return { at: Date.now(), upTo: this.#pointSeq };
+  }
 
   /** Record a change pvestatd will pick up `resourcesLagMs` later. */
   publish(vm: VmRecord, at = Date.now()): void {
     const point = {
       at,
+      seq: ++this.#pointSeq,
       name: vm.config.name !== undefined ? String(vm.config.name) : `VM ${vm.vmid}`,
       status: vm.status,
       template: vm.config.template ? 1 : 0,
@@ -314,10 +334,12 @@ export class ClusterState {
   }
 
   /** The newest RRD point of the VMID old enough to be visible now, or undefined. */
-  rrdView(vm: VmRecord, now = Date.now()): RrdPoint | undefined {
-    const horizon = now - this.timing.resourcesLagMs;
+  rrdView(vm: VmRecord, view = this.statusNow()): RrdPoint | undefined {
+    const horizon = view.at - this.timing.resourcesLagMs;
     let best: RrdPoint | undefined;
-    for (const p of this.#rrdByVmid.get(vm.vmid) ?? vm.rrd) if (p.at <= horizon) best = p;
+    for (const p of this.#rrdByVmid.get(vm.vmid) ?? vm.rrd) {
+      if (p.at <= horizon && p.seq <= view.upTo) best = p;
+    }
     return best;
   }
 

@@ -7,27 +7,28 @@
 // on the next, for ~2 s). Opt-in: faults.statusCacheWorkers.
 
 import type { SimCore } from "./router.ts";
+import type { StatusView } from "./state.ts";
 
 interface Workers {
   next: number;
-  /** When each worker last took its dump. */
-  dumpedAt: number[];
+  /** The dump each worker took last. */
+  dumps: StatusView[];
 }
 
 const WORKERS = new WeakMap<SimCore, Workers>();
 
-/** The time whose status the next /cluster/resources call sees (now, without the fault). */
-export function statusViewTime(core: SimCore): number {
-  const now = Date.now();
+/** The status the next /cluster/resources call sees (the newest, without the fault). */
+export function statusView(core: SimCore): StatusView {
+  const now = core.state.statusNow();
   const count = core.faults.statusCacheWorkers;
   if (!(count > 0)) return now;
   let w = WORKERS.get(core);
   if (!w) {
-    w = { next: 0, dumpedAt: [] };
+    w = { next: 0, dumps: [] };
     WORKERS.set(core, w);
   }
   const i = w.next++ % count;
-  const at = w.dumpedAt[i];
-  if (at === undefined || now - at >= core.state.timing.statusCacheMs) w.dumpedAt[i] = now;
-  return w.dumpedAt[i];
+  const dump = w.dumps[i];
+  if (dump === undefined || now.at - dump.at >= core.state.timing.statusCacheMs) w.dumps[i] = now;
+  return w.dumps[i];
 }

@@ -435,6 +435,8 @@ export interface Simulator extends ClusterHandle {
   /** Stop accepting a token (the first one included): its requests get 401 from now on. */
   removeToken(tokenId: string): void;
   faults: SimFaults;
+  /** The simulator's durations, live: a test may shorten one mid-test (a cache ageing out). */
+  timing: SimTiming;
   vms(): SimVm[];
   vm(vmid: number): SimVm | undefined;
   tasks(): SimTask[];

@@ -3,11 +3,11 @@
 import { fail, paramError } from "../errors.ts";
 import { vmidFormat } from "../params.ts";
 import type { Route, SimCore } from "../router.ts";
-import type { VmRecord } from "../state.ts";
+import type { StatusView, VmRecord } from "../state.ts";
 import { nodeResourceFigures } from "../capacity.ts";
 import { hasPriv, mayOnVm } from "../acl.ts";
 import { guestFields, nodeSilent, quorate } from "../multinode.ts";
-import { statusViewTime } from "../statuscache.ts";
+import { statusView } from "../statuscache.ts";
 import { clusterOptions, nextIdRange } from "../policy.ts";
 import { storageEntries } from "./storage.ts";
 
@@ -42,7 +42,7 @@ function clusterStatus(core: SimCore): unknown[] {
   return out;
 }
 
-function qemuEntry(core: SimCore, vm: VmRecord, at: number): Record<string, unknown> {
+function qemuEntry(core: SimCore, vm: VmRecord, view: StatusView): Record<string, unknown> {
   const e: Record<string, unknown> = {
     id: `qemu/${vm.vmid}`,
     vmid: vm.vmid,
@@ -51,7 +51,7 @@ function qemuEntry(core: SimCore, vm: VmRecord, at: number): Record<string, unkn
   };
   // name/status/template come from pvestatd's RRD data, which lags, which
   // stays a while after its node went down and is then gone (multinode.ts).
-  const fields = guestFields(core, vm, at);
+  const fields = guestFields(core, vm, view);
   if (fields) Object.assign(e, fields);
   else e.status = "unknown";
   // lock and tags are read straight from the config file: no lag.
@@ -103,9 +103,9 @@ function resources(core: SimCore, type?: string): unknown[] {
   if (type === undefined || type === "storage") out.push(...storageEntries(core));
   if ((type === undefined || type === "vm") && !faults.auditHidden) {
     // Without VM.Audit guests are silently left out (no 403).
-    const at = statusViewTime(core);
+    const view = statusView(core);
     for (const vm of [...state.vms.values()].sort((a, b) => a.vmid - b.vmid)) {
-      if (mayOnVm(core, vm.vmid, "VM.Audit")) out.push(qemuEntry(core, vm, at));
+      if (mayOnVm(core, vm.vmid, "VM.Audit")) out.push(qemuEntry(core, vm, view));
     }
     for (const ct of state.lxc.values()) {
       if (!mayOnVm(core, ct.vmid, "VM.Audit")) continue;
