@@ -5,38 +5,13 @@
 // time spent waiting on a child process. Prints a Markdown table.
 
 import { providerCommand } from "../tests/harness/mod.ts";
+import { msToAccept } from "./accept.ts";
 
 const RUNS = 7;
 let port = 19_700;
 
-async function bootOnce(extra: string[]): Promise<number> {
-  const p = port++;
-  const t0 = performance.now();
-  const [cmd, ...base] = providerCommand();
-  const child = new Deno.Command(cmd, {
-    args: [
-      ...base,
-      "--use-fake-backend",
-      `--addr=127.0.0.1:${p}`,
-      "--metrics-addr=",
-      ...extra,
-    ],
-    stdout: "null",
-    stderr: "null",
-  }).spawn();
-  try {
-    for (;;) {
-      try {
-        (await Deno.connect({ hostname: "127.0.0.1", port: p })).close();
-        return performance.now() - t0;
-      } catch {
-        await new Promise((r) => setTimeout(r, 5));
-      }
-    }
-  } finally {
-    child.kill("SIGKILL");
-    await child.status;
-  }
+function bootOnce(extra: string[]): Promise<number> {
+  return msToAccept(providerCommand(), ["--use-fake-backend", "--metrics-addr=", ...extra], port++);
 }
 
 const dir = await Deno.makeTempDir();

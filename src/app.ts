@@ -74,8 +74,9 @@ export async function startApp(config: Config, opts: AppOptions = {}): Promise<A
   // 1. Probes first, so /healthz answers while the inventory loads and /readyz says 503.
   const ops = config.metricsAddr ? startOpsServer(config.metricsAddr, metrics, readiness) : null;
   if (ops) rollback.defer(() => ops.close().catch(() => {}));
-  // 2. The state store, the backend and the kit over them.
-  const { backend, kit } = await startCore(config, opts, metrics, timeouts);
+  // 2. The state store, the backend and the kit over them; a new fleet's first commit waits for 3.
+  const listening = Promise.withResolvers<void>();
+  const { backend, kit } = await startCore(config, opts, metrics, timeouts, listening.promise);
   rollback.defer(() => backend.close().catch(() => {}));
   rollback.defer(() => kit.close().catch(() => {}));
   metrics.transitionTimeouts(timeouts);
@@ -90,6 +91,7 @@ export async function startApp(config: Config, opts: AppOptions = {}): Promise<A
     observer: createRpcObserver(metrics),
   });
   rollback.defer(() => server.shutdown(0).catch(() => {}));
+  listening.resolve();
   const admin = config.adminSocket === null
     ? null
     : await startAdmin(config.adminSocket, kit, metrics, backend.room?.bind(backend) ?? null);
@@ -156,9 +158,12 @@ async function startCore(
   opts: AppOptions,
   metrics: Metrics,
   timeouts: Timeouts,
+  listening: Promise<void>,
 ): Promise<{ backend: Backend; kit: Kit }> {
   await using rollback = new AsyncDisposableStack();
-  const store = config.statePath ? await openKvStore(config.statePath) : createMemoryStore();
+  const store = config.statePath
+    ? await openKvStore(config.statePath, { firstCommitAfter: listening })
+    : createMemoryStore();
   rollback.defer(() => store.close().catch(() => {}));
   const backend = opts.backend ?? await createBackend(config, metrics, timeouts);
   rollback.defer(() => backend.close().catch(() => {}));

@@ -66,10 +66,13 @@ interface Before {
 }
 
 /**
- * The fleet boot starts from, written: a new fleet as the store's first
- * state; a restored one with the restart's revision, its removals and its
- * updates (interrupted transitions, capacity changes), committed before this
- * resolves.
+ * The fleet boot starts from, handed to the store. A new fleet is the store's
+ * first batch, committed in the background while the listener opens: nothing
+ * was acknowledged before it lands, every later change commits after it, and
+ * a crash before then leaves a never-written file that the next start seeds
+ * again with the same slots (their ids come from the offerings). A restored
+ * fleet's restart revision, removals and updates (interrupted transitions,
+ * capacity changes) are committed before this resolves.
  */
 export async function openFleet(
   store: StateStore,
@@ -78,7 +81,7 @@ export async function openFleet(
 ): Promise<Fleet> {
   const fleet = createFleet(store, boot.machines, boot.rev, onChange);
   if (!boot.restored) {
-    await store.writeFirst({ machines: boot.machines, fences: boot.fences, rev: boot.rev });
+    store.handFirst({ machines: boot.machines, fences: boot.fences, rev: boot.rev });
     return fleet;
   }
   fleet.writeRevision();

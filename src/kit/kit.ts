@@ -52,12 +52,13 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
   const { backend, store, provider } = opts;
   const timeouts = withDefaultTimeouts(opts.timeouts);
 
-  // 1. Boot: reload the fleet, or build the first inventory; written before the first call.
+  // 1. Boot: reload the fleet, or build the first inventory (committed while the listener opens).
   const boot = await bootInventory(store, backend, provider, opts.slots);
   const fences = createFenceTable(store, boot.fences);
   const fleet = await openFleet(store, boot, opts.observer?.machineChanged);
   const capacityChange = boot.capacity ? describeChange(boot.capacity) : null;
   logBoot(boot, fleet, store, capacityChange);
+  if (!boot.restored) reportFirstCommit(store, fleet.size);
 
   // 2. The parts every call goes through.
   const answers = createAnswers(store, fleet);
@@ -129,6 +130,21 @@ export async function startKit(opts: KitOptions): Promise<Kit> {
       await store.close();
     },
   };
+}
+
+/** A new fleet's first state commits in the background (fleet.ts openFleet): say when it has landed. */
+function reportFirstCommit(store: StateStore, machines: number): void {
+  const t0 = performance.now();
+  store.durable().then(
+    () =>
+      log.info("first state committed: {machines} machines in {ms} ms, state {store}", {
+        machines,
+        ms: Math.round(performance.now() - t0),
+        store: store.description,
+      }),
+    // The store logs a failed commit and retries it; the calls waiting on it are answered by it.
+    () => {},
+  );
 }
 
 function logBoot(

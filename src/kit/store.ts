@@ -31,6 +31,12 @@ export interface StateStore {
    * resolves.
    */
   writeFirst(state: PersistedState): Promise<void>;
+  /**
+   * Hands over the first state of a store load() found never written, as one
+   * change: the next commit writes it whole, as writeFirst does, before
+   * anything handed over after it; durable() says when it has landed.
+   */
+  handFirst(state: PersistedState): void;
   putMachine(m: MachineRecord): void;
   deleteMachine(id: string): void;
   putFence(e: FenceEntry): void;
@@ -58,6 +64,7 @@ export function createMemoryStore(): StateStore {
     description: "memory",
     load: () => Promise.resolve(null),
     writeFirst: () => Promise.resolve(),
+    handFirst: count,
     putMachine: count,
     deleteMachine: count,
     putFence: count,

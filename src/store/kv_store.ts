@@ -49,6 +49,12 @@ const log = getLogger(["bigfleet", "state"]);
 export interface KvStoreOptions {
   /** Wraps the opened database (tests inject failing commits). */
   wrapKv?: (kv: Deno.Kv) => Deno.Kv;
+  /**
+   * A never-written file's first batch (a new fleet) is committed only once
+   * this settles, or the store closes: packing it would otherwise hold the
+   * event loop while the listener opens, and nothing waits on it before then.
+   */
+  firstCommitAfter?: Promise<unknown>;
 }
 
 export async function openKvStore(path: string, opts: KvStoreOptions = {}): Promise<StateStore> {
@@ -59,6 +65,10 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
   const redo = createRedoLog(kv);
   const overlay = createOverlayCount();
   const handed: HandedState = { machines: new Map(), fences: new Map(), rev: 0 };
+  const closing = Promise.withResolvers<void>();
+  const firstHold = opts.firstCommitAfter
+    ? Promise.race([opts.firstCommitAfter.catch(() => {}), closing.promise])
+    : null;
   /** The file holds a fleet: recovery found one, or a first write landed. */
   let written = false;
   /**
@@ -77,7 +87,7 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
     handed,
     ready: () => whole && written && queue.failure === null,
   });
-  const queue = createWriteQueue<Change>({
+  const queue = createWriteQueue<Queued>({
     commit,
     async afterCommit() {
       await packing.collect();
@@ -120,15 +130,16 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
     overlay.reset(0, 0);
   }
 
-  async function commit(batch: Map<string, Change>): Promise<void> {
+  async function commit(batch: Map<string, Queued>): Promise<void> {
     await recovered();
     if (!written) {
+      if (firstHold) await firstHold;
       const first = firstState(batch);
       await writeFirstBase(first.machines, first.fences, first.rev);
       return;
     }
     const generation = overlay.generation;
-    const w = await overlayWrite(batch.values(), generation, chunks);
+    const w = await overlayWrite(changesOf(batch), generation, chunks);
     await redo.commit(w.muts, w.rev);
     for (const [id, chunkId] of w.pointers) chunks.pointed(id, chunkId, generation);
     overlay.wrote(batch.keys());
@@ -186,6 +197,15 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
         rev: handed.rev,
       };
     },
+    handFirst(state) {
+      if (written || queue.handedCount > 0) {
+        throw new Error("state store: a first state is handed only to a never-written file");
+      }
+      for (const m of state.machines) handed.machines.set(m.id, m);
+      for (const f of state.fences) putFenceIn(handed, f);
+      handed.rev = state.rev;
+      queue.put(FIRST_KEY, { t: "first", state });
+    },
     async writeFirst(state) {
       await recovered();
       if (written || queue.handedCount > 0) {
@@ -214,6 +234,7 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
     },
     durable: () => queue.durable(),
     async close(): Promise<void> {
+      closing.resolve();
       // One more attempt for what is queued, then give up: a broken disk must not hang a stop.
       await queue.drain();
       // Pack what a restart would otherwise read key by key (not while commits fail).
@@ -253,15 +274,36 @@ async function openLocked(
   }
 }
 
-/** A never-written file's first batch as a whole state: its deletions delete nothing. */
-function firstState(batch: Map<string, Change>): PersistedState {
-  const machines: MachineRecord[] = [];
-  const fences: FenceEntry[] = [];
-  let rev = 0;
-  for (const c of batch.values()) {
-    if (c.t === "machine") machines.push(c.m);
-    else if (c.t === "fence") fences.push(c.e);
-    else if (c.t === "rev") rev = c.rev;
+/**
+ * What the write queue holds: changes, and a new fleet's first state handed
+ * over whole (`handFirst`), one entry rather than one per machine.
+ */
+type Queued = Change | { t: "first"; state: PersistedState };
+
+const FIRST_KEY = "first";
+
+/** A written file's batch: a first state is only ever in a never-written file's first batch. */
+function* changesOf(batch: Map<string, Queued>): Generator<Change> {
+  for (const c of batch.values()) if (c.t !== "first") yield c;
+}
+
+/**
+ * A never-written file's first batch as a whole state: a handed first state,
+ * with every other change of the batch over it (they were handed over after
+ * it, even when a failed attempt requeued it behind them); deletions of
+ * machines outside it delete nothing.
+ */
+function firstState(batch: Map<string, Queued>): PersistedState {
+  const first = batch.get(FIRST_KEY);
+  const base = first?.t === "first" ? first.state : undefined;
+  const machines = new Map((base?.machines ?? []).map((m) => [m.id, m]));
+  const fences = new Map((base?.fences ?? []).map((f) => [fenceChangeKey(f), f]));
+  let rev = base?.rev ?? 0;
+  for (const c of changesOf(batch)) {
+    if (c.t === "machine") machines.set(c.m.id, c.m);
+    else if (c.t === "delete") machines.delete(c.id);
+    else if (c.t === "fence") fences.set(fenceChangeKey(c.e), c.e);
+    else rev = c.rev;
   }
-  return { machines, fences, rev };
+  return { machines: [...machines.values()], fences: [...fences.values()], rev };
 }

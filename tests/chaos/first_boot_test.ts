@@ -10,9 +10,10 @@
 // once the store is open, just before the inventory is built) by a random
 // fraction of what building and writing it took in uninterrupted boots, so the
 // kills land while the first inventory is being built and written whatever the
-// machine's load. (Kills while a store loads are store_kill_test.ts's.) Most
-// kills must land before the killed process said "inventory ready", or the
-// test has not tested anything. BFCHAOS_BOOT_KILLS (default 20) and
+// machine's load. (Kills while a store loads are store_kill_test.ts's.) The
+// first state commits after the fleet is ready to serve, so most kills must
+// land before the killed process said "first state committed", or the test
+// has not tested anything. BFCHAOS_BOOT_KILLS (default 20) and
 // BFCHAOS_BOOT_SEED (default 5000, ten KV commits' worth) size it; BFCONF_SEED
 // replays the fractions.
 
@@ -32,6 +33,8 @@ import {
 const KILLS = Number(Deno.env.get("BFCHAOS_BOOT_KILLS") ?? 20);
 const SEED = Number(Deno.env.get("BFCHAOS_BOOT_SEED") ?? 5_000);
 const opts = { sanitizeOps: false, sanitizeResources: false };
+/** What the provider logs once a new fleet's first state has landed. */
+const COMMITTED = "first state committed";
 
 async function listIds(p: ProviderProcess): Promise<Set<string>> {
   const c = new ProviderClient(p.addr, { maxReceiveBytes: 512 * 1024 * 1024, deadlineMs: 60_000 });
@@ -96,7 +99,7 @@ Deno.test({
       for (let i = 0; i < 2; i++) {
         const ref = spawnProvider(args(`${dir}/ref-${i}.kv`));
         await msUntilLogged(ref, "\n");
-        build = Math.min(build, await msUntilLogged(ref, "inventory ready"));
+        build = Math.min(build, await msUntilLogged(ref, COMMITTED));
         await kill(ref);
       }
       const check = await startProvider({
@@ -115,7 +118,7 @@ Deno.test({
         await msUntilLogged(sp, "\n");
         await new Promise((r) => setTimeout(r, after));
         await kill(sp);
-        if (!sp.stderr().includes("inventory ready")) outcomes.early++;
+        if (!sp.stderr().includes(COMMITTED)) outcomes.early++;
 
         const p = await startProvider({
           args: fakeProviderArgs({ seed: SEED, state }),
@@ -142,12 +145,12 @@ Deno.test({
       }
       console.log(
         `first boot of ${SEED} slots (build and write ${Math.round(build)} ms): ${KILLS} kills, ` +
-          `${outcomes.early} before "inventory ready"; the restart found the first inventory ` +
+          `${outcomes.early} before "${COMMITTED}"; the restart found the first inventory ` +
           `whole ${outcomes.restored}×, seeded again ${outcomes.reseeded}×`,
       );
       assert.ok(
         outcomes.early >= KILLS / 2,
-        `only ${outcomes.early} of ${KILLS} kills landed before the inventory was ready`,
+        `only ${outcomes.early} of ${KILLS} kills landed before the first state was committed`,
       );
     } finally {
       await Deno.remove(dir, { recursive: true });

@@ -391,3 +391,36 @@ Deno.test({
     }
   },
 });
+
+// A fresh start accepts before its first state is committed (the commit runs
+// behind the listener): a Create acknowledged at once must still survive.
+Deno.test({
+  name:
+    "[durable] a Create acknowledged the moment a fresh 20,000-slot start accepts survives a SIGKILL, its fence mark too",
+  ...opts,
+  async fn() {
+    const dir = await Deno.makeTempDir({ prefix: "bfconf-durable-first-" });
+    const state = `${dir}/first-state.kv`;
+    try {
+      const l1 = await boot(state, { seed: 20_000 });
+      const first = (await l1.h.list({ states: [St.SPECULATIVE], max_results: 1 })).machines[0];
+      assert.ok(first, "no Speculative machine listed");
+      assertOk(await outcome(l1.h.create(first.id, token("first", 1, 1))), "Create at once");
+      await kill(l1);
+      const l2 = await boot(state, { seed: 20_000 });
+      try {
+        const g = await l2.h.get(first.id);
+        assert.notEqual(stateName(g.state), stateName(St.SPECULATIVE), "the Create was lost");
+        assertCode(
+          await outcome(l2.h.create(first.id, token("first", 1, 1))),
+          Code.FAILED_PRECONDITION,
+          "the fence mark's replay after the restart",
+        );
+      } finally {
+        await kill(l2);
+      }
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});

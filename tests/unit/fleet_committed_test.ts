@@ -22,6 +22,7 @@ function heldStore(): StateStore & { commit(): void } {
     deleteMachine: count,
     putFence: count,
     putRevision: count,
+    handFirst: count,
     get handedCount() {
       return handed;
     },

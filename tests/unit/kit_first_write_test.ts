@@ -32,12 +32,13 @@ Deno.test("kit: a new fleet written as a packed base is whole or absent whicheve
       const faults = kvFaults();
       faults.failWhen = () => faults.commits.length >= failAt;
       const store = await openKvStore(path, { wrapKv: faults.wrap });
+      // The kit serves at once; the first state commits behind it.
       const booted = await startKit({
         provider: "t",
         backend: createFakeBackend({ delayMs: 0 }),
         store,
         slots,
-      }).then(() => true, () => false);
+      }).then(() => store.durable()).then(() => true, () => false);
       // A crash: whatever was not committed is lost.
       faults.failing = true;
       await store.close();

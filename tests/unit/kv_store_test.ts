@@ -405,3 +405,69 @@ Deno.test("kv store: after a packing cut short, writes go to the newest generati
     await s.close();
     assert.equal((await reload(path))!.machines[0].lastError, "v3", "the newer write wins");
   }));
+
+Deno.test("kv store: a new file's first batch waits for firstCommitAfter; later batches commit after it", () =>
+  withStore(async (path) => {
+    const faults = kvFaults();
+    const listening = Promise.withResolvers<void>();
+    let open = false;
+    let early = 0;
+    faults.failWhen = () => {
+      if (!open) early++;
+      return false;
+    };
+    const s = await openKvStore(path, { wrapKv: faults.wrap, firstCommitAfter: listening.promise });
+    assert.equal(await s.load(), null);
+    s.putMachine(machine("a"));
+    s.putRevision(1);
+    const first = s.durable();
+    // Held: a third of a second is long enough for an unheld commit to land many times over.
+    const held = await Promise.race([
+      first.then(() => "committed"),
+      new Promise((r) => setTimeout(() => r("held"), 300)),
+    ]);
+    assert.equal(held, "held");
+    open = true;
+    listening.resolve();
+    await first;
+    s.putMachine(machine("b"));
+    await s.durable();
+    await s.close();
+    assert.equal(early, 0, "no commit was tried before the wait was over");
+    assert.deepEqual((await reload(path))!.machines.map((m) => m.id).sort(), ["a", "b"]);
+  }));
+
+Deno.test("kv store: closing a new file whose first batch still waits commits it", () =>
+  withStore(async (path) => {
+    const never = new Promise<void>(() => {});
+    const s = await openKvStore(path, { firstCommitAfter: never });
+    assert.equal(await s.load(), null);
+    s.putMachine(machine("a"));
+    s.putRevision(1);
+    await s.close();
+    assert.deepEqual((await reload(path))!.machines.map((m) => m.id), ["a"]);
+  }));
+
+Deno.test("kv store: a handed first state whose commit failed lands with the changes handed after it over it", () =>
+  withStore(async (path) => {
+    const faults = kvFaults();
+    faults.failWhen = () => true;
+    const s = await openKvStore(path, { wrapKv: faults.wrap });
+    assert.equal(await s.load(), null);
+    s.handFirst({ machines: [machine("a"), machine("b"), machine("c")], fences: [], rev: 4 });
+    await assert.rejects(s.durable(), new RegExp(FULL_DISK));
+    // Handed after the failure: the retry holds the first state behind these.
+    s.putMachine(machine("a", { state: State.Failed, lastError: "create failed: x" }));
+    s.deleteMachine("b");
+    s.putRevision(5);
+    faults.failing = false;
+    faults.failWhen = undefined;
+    await s.durable();
+    await s.close();
+    const loaded = (await reload(path))!;
+    assert.equal(loaded.rev, 5);
+    assert.deepEqual(
+      loaded.machines.sort(byId).map((m) => [m.id, m.state]),
+      [["a", State.Failed], ["c", State.Configured]],
+    );
+  }));

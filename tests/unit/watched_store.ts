@@ -67,6 +67,12 @@ export function watchedStore(): WatchedStore {
       revision = state.rev;
       await inner.writeFirst(state);
     },
+    handFirst(state) {
+      for (const m of state.machines) machines.set(m.id, m);
+      for (const e of state.fences) fences.set(JSON.stringify([e.shardId, e.machineId]), e.mark);
+      revision = state.rev;
+      handed();
+    },
     get handedCount() {
       return writes;
     },
