@@ -92,6 +92,10 @@ export async function startApp(config: Config, opts: AppOptions = {}): Promise<A
   });
   rollback.defer(() => server.shutdown(0).catch(() => {}));
   listening.resolve();
+  // The Prometheus exposition loads behind the open port too (src/server/metrics.ts).
+  metrics.load().catch((e) =>
+    log.error("metrics exposition failed to load: {error}", { error: String(e) })
+  );
   const admin = config.adminSocket === null
     ? null
     : await startAdmin(config.adminSocket, kit, metrics, backend.room?.bind(backend) ?? null);

@@ -1,13 +1,14 @@
-// Prometheus metrics on a registry of our own: the global prom-client registry
-// is shared by every library in the process, and tests run several providers
-// in one process, so nothing here ever touches it.
+// The provider's metrics as the rest of the code sees them. Counting is plain
+// data here; the Prometheus exposition (prom-client, metrics_prom.ts) is
+// loaded only once the gRPC port is open (`load()`, called by src/app.ts; a
+// scrape loads it too), because evaluating prom-client costs a fresh start
+// ~30 ms before its first accept (bench/RESULTS.md). Calls made before it is
+// loaded are kept, in order, and replayed into it: a boot makes a few
+// (Proxmox calls of the first describe, a panic), never one per machine.
 
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
-import { registerProcessMetrics } from "./process_metrics.ts";
-import { registerRoomMetrics } from "./room_metrics.ts";
-import { buildInfo } from "../version.ts";
-import { EDGES, type OpKind, STATE_NAMES } from "../kit/model.ts";
-import type { KitObserver } from "../kit/transitions.ts";
+import { STATE_NAMES } from "../kit/model.ts";
+import type { OpKind } from "../kit/model.ts";
+import type { KitObserver, TransitionEvent } from "../kit/transitions.ts";
 import type { ZoneRoom } from "../kit/backend.ts";
 
 /** The Proxmox operations the real backend reports (docs/observability.md#provider-metrics). */
@@ -30,8 +31,12 @@ export interface FailedCounts {
 }
 export type ReconcileOutcome = "ok" | "error";
 
-export interface Metrics {
-  readonly registry: Registry;
+export const PREFIX = "bigfleet_proxmox_";
+/** State label values by state number (the wire enum's names, as `machines list` shows them). */
+export const STATE_LABELS: readonly string[] = Object.values(STATE_NAMES);
+
+/** What the exposition records: every call of Metrics that is not plain counting here. */
+export interface MetricsSink {
   /** One Proxmox API operation finished. */
   apiCall(op: string, outcome: ApiOutcome, seconds: number): void;
   /** One gRPC call finished; `code` is the gRPC code name (OK, NOT_FOUND, …). */
@@ -43,101 +48,28 @@ export interface Metrics {
   leakedVolume(): void;
   /** An operator's `machines recover` that was applied (not a dry run) ended. */
   recovery(action: "destroy" | "adopt", outcome: "ok" | "refused" | "error"): void;
-  /** Where the FAILED machines gauge reads its counts from at each scrape. */
-  watchFailed(read: () => FailedCounts): void;
-  /** Where the room gauges read each zone's room from at each scrape (a backend that counts it). */
-  watchRoom(read: () => ZoneRoom[]): void;
-  /** The kit's observer: machines by state and zone, the oldest running transition per state. */
-  readonly fleet: KitObserver;
+  /** A transition started or ended: the oldest one still running per state. */
+  transition(event: TransitionEvent): void;
   /** The transition timeouts in ms, exported for the stuck-transition alert. */
   transitionTimeouts(ms: Readonly<Record<OpKind, number>>): void;
   /** The exposition text and its content type, for /metrics. */
   scrape(): Promise<{ body: string; contentType: string }>;
 }
 
-const PREFIX = "bigfleet_proxmox_";
-/** State label values by state number (the wire enum's names, as `machines list` shows them). */
-const STATE_LABELS: readonly string[] = Object.values(STATE_NAMES);
-// Proxmox calls range from milliseconds (status reads) to minutes (clones).
-const API_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
-// Acks are fast; List of a big fleet and durable writes sit in the middle.
-const GRPC_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+export interface Metrics extends Omit<MetricsSink, "transition"> {
+  /** Where the FAILED machines gauge reads its counts from at each scrape. */
+  watchFailed(read: () => FailedCounts): void;
+  /** Where the room gauges read each zone's room from at each scrape (a backend that counts it). */
+  watchRoom(read: () => ZoneRoom[]): void;
+  /** The kit's observer: machines by state and zone, the oldest running transition per state. */
+  readonly fleet: KitObserver;
+  /** Loads the exposition and replays what was recorded before; once, however often called. */
+  load(): Promise<void>;
+}
 
 export function createMetrics(): Metrics {
-  const registry = new Registry();
-  const registers = [registry];
-
-  const apiCalls = new Counter({
-    name: `${PREFIX}api_calls_total`,
-    help: "Proxmox API operations by operation and outcome.",
-    labelNames: ["op", "outcome"] as const,
-    registers,
-  });
-  const apiDuration = new Histogram({
-    name: `${PREFIX}api_duration_seconds`,
-    help: "Duration of Proxmox API operations.",
-    labelNames: ["op"] as const,
-    buckets: API_BUCKETS,
-    registers,
-  });
-  const grpcRequests = new Counter({
-    name: `${PREFIX}grpc_requests_total`,
-    help: "CapacityProvider RPCs by method and gRPC status code name.",
-    labelNames: ["method", "code"] as const,
-    registers,
-  });
-  const grpcDuration = new Histogram({
-    name: `${PREFIX}grpc_request_duration_seconds`,
-    help: "Duration of CapacityProvider RPCs.",
-    labelNames: ["method"] as const,
-    buckets: GRPC_BUCKETS,
-    registers,
-  });
-  const panics = new Counter({
-    name: `${PREFIX}panics_total`,
-    help: "Unexpected exceptions caught in handlers or process-wide.",
-    registers,
-  });
-  const reconciles = new Counter({
-    name: `${PREFIX}reconcile_total`,
-    help: "Background reconcile passes by outcome.",
-    labelNames: ["outcome"] as const,
-    registers,
-  });
-  const leakedVolumes = new Counter({
-    name: `${PREFIX}leaked_volumes_total`,
-    help: "Disks a VM destroy left behind that the provider could not free (each is logged).",
-    registers,
-  });
-
-  const recoveries = new Counter({
-    name: `${PREFIX}recoveries_total`,
-    help: "Operator recoveries of FAILED machines (machines recover --yes) by action and outcome.",
-    labelNames: ["action", "outcome"] as const,
-    registers,
-  });
-  for (const action of ["destroy", "adopt"]) {
-    for (const outcome of ["ok", "refused", "error"]) recoveries.labels(action, outcome).inc(0);
-  }
-
   let readFailed: (() => FailedCounts) | null = null;
-  const failed = new Gauge({
-    name: `${PREFIX}failed_machines`,
-    help: "FAILED machines by whether their VM is known (host=known: shown on the machine) " +
-      "or not; each needs an operator (docs/troubleshooting.md#machines-failed).",
-    labelNames: ["host"] as const,
-    registers,
-    collect() {
-      if (readFailed === null) return;
-      const c = readFailed();
-      failed.labels("known").set(c.withHost);
-      failed.labels("unknown").set(c.withoutHost);
-    },
-  });
-
   let readRoom: (() => ZoneRoom[]) | null = null;
-  registerRoomMetrics(registers, () => readRoom?.() ?? []);
-
   // Machines by state and zone: counted as records change (O(1) per change),
   // read out per scrape (states × zones series), never by walking the fleet.
   const census = new Map<string, Int32Array>();
@@ -146,93 +78,52 @@ export function createMetrics(): Metrics {
     if (!perState) census.set(m.zone, perState = new Int32Array(STATE_LABELS.length));
     perState[m.state] += by;
   };
-  new Gauge({
-    name: `${PREFIX}machines`,
-    help: "Machines in the inventory by state and zone.",
-    labelNames: ["state", "zone"] as const,
-    registers,
-    collect() {
-      for (const [zone, perState] of census) {
-        for (let st = 1; st < STATE_LABELS.length; st++) {
-          this.labels(STATE_LABELS[st], zone).set(perState[st]);
-        }
-      }
-    },
-  });
-  // When the oldest transition still running in each transitional state
-  // started: changes only when a transition starts or ends; Prometheus takes
-  // the age (time() - it) and compares it with the timeout below.
-  const oldestStart = new Gauge({
-    name: `${PREFIX}transition_oldest_start_seconds`,
-    help: "Unix time the oldest transition still running in this state started; 0 when none runs.",
-    labelNames: ["state"] as const,
-    registers,
-  });
-  const timeout = new Gauge({
-    name: `${PREFIX}transition_timeout_seconds`,
-    help: "Timeout of the transitions shown in this state; the kit fails them at this age.",
-    labelNames: ["state"] as const,
-    registers,
-  });
-  for (const edge of Object.values(EDGES)) oldestStart.labels(STATE_NAMES[edge.via]).set(0);
-  const fleet: KitObserver = {
-    machineChanged(before, after) {
-      if (before && after && before.state === after.state && before.zone === after.zone) return;
-      if (before) count(before, -1);
-      if (after) count(after, 1);
-    },
-    transition(e) {
-      oldestStart.labels(STATE_NAMES[EDGES[e.kind].via]).set((e.oldestRunning ?? 0) / 1000);
-    },
-  };
 
-  // Known series start at zero so rate() and absent() alerts work from boot.
-  for (const host of ["known", "unknown"]) failed.labels(host).set(0);
-  for (const op of API_OPS) {
-    for (const outcome of ["ok", "error"]) apiCalls.labels(op, outcome).inc(0);
-    apiDuration.zero({ op });
+  let sink: MetricsSink | null = null;
+  let early: ((s: MetricsSink) => void)[] = [];
+  let loading: Promise<void> | null = null;
+  const record = (f: (s: MetricsSink) => void) => sink ? f(sink) : void early.push(f);
+
+  function load(): Promise<void> {
+    loading ??= import("./metrics_prom.ts").then(({ createPromSink }) => {
+      const s = createPromSink({
+        failed: () => readFailed?.() ?? null,
+        room: () => readRoom?.() ?? [],
+        census: () => census,
+      });
+      for (const f of early) f(s);
+      early = [];
+      sink = s;
+    });
+    return loading;
   }
-  for (const outcome of ["ok", "error"]) reconciles.labels(outcome).inc(0);
-
-  // Constant 1; the labels say which build is running (docs/observability.md).
-  const info = buildInfo();
-  new Gauge({
-    name: `${PREFIX}build_info`,
-    help: "Build of the running provider: version, commit, Deno, V8 and TypeScript versions.",
-    labelNames: ["version", "commit", "deno", "v8", "typescript"] as const,
-    registers,
-  }).labels(info.version, info.commit, info.deno, info.v8, info.typescript).set(1);
-
-  registerProcessMetrics(registry);
 
   return {
-    registry,
-    apiCall(op, outcome, seconds) {
-      apiCalls.labels(op, outcome).inc();
-      apiDuration.labels(op).observe(seconds);
-    },
-    grpcRequest(method, code, seconds) {
-      grpcRequests.labels(method, code).inc();
-      grpcDuration.labels(method).observe(seconds);
-    },
-    panic: () => panics.inc(),
-    reconcile: (outcome) => reconciles.labels(outcome).inc(),
-    leakedVolume: () => leakedVolumes.inc(),
-    recovery: (action, outcome) => recoveries.labels(action, outcome).inc(),
+    apiCall: (op, outcome, seconds) => record((s) => s.apiCall(op, outcome, seconds)),
+    grpcRequest: (method, code, seconds) => record((s) => s.grpcRequest(method, code, seconds)),
+    panic: () => record((s) => s.panic()),
+    reconcile: (outcome) => record((s) => s.reconcile(outcome)),
+    leakedVolume: () => record((s) => s.leakedVolume()),
+    recovery: (action, outcome) => record((s) => s.recovery(action, outcome)),
     watchFailed(read) {
       readFailed = read;
     },
     watchRoom(read) {
       readRoom = read;
     },
-    fleet,
-    transitionTimeouts(ms) {
-      for (const [kind, edge] of Object.entries(EDGES) as [OpKind, typeof EDGES[OpKind]][]) {
-        timeout.labels(STATE_NAMES[edge.via]).set(ms[kind] / 1000);
-      }
+    fleet: {
+      machineChanged(before, after) {
+        if (before && after && before.state === after.state && before.zone === after.zone) return;
+        if (before) count(before, -1);
+        if (after) count(after, 1);
+      },
+      transition: (e) => record((s) => s.transition(e)),
     },
+    transitionTimeouts: (ms) => record((s) => s.transitionTimeouts({ ...ms })),
+    load,
     async scrape() {
-      return { body: await registry.metrics(), contentType: registry.contentType };
+      await load();
+      return await sink!.scrape();
     },
   };
 }

@@ -1,6 +1,7 @@
 // What the binary loads before it serves: main.ts's static import graph, read
-// with `deno info`. The other commands' work, server reflection and the
-// Proxmox client are loaded with import() when used; a static import of any
+// with `deno info`. The other commands' work, server reflection, the
+// Proxmox client and the Prometheus exposition are loaded with import() when
+// used; a static import of any
 // of them would put it back into every restart
 // (docs/performance.md#what-loads-before-the-port-opens).
 
@@ -45,14 +46,13 @@ function staticGraph(info: Info): Set<string> {
 const local = (s: string) => s.startsWith("file://") ? s.slice(`file://${REPO_ROOT}`.length) : null;
 const npmName = (s: string) => s.match(/^npm:\/?(@?[^@]+)/)?.[1] ?? null;
 
-Deno.test("startup graph: serving loads grpc-js, protobufjs, prom-client and logtape, nothing only other work needs", async () => {
+Deno.test("startup graph: serving loads grpc-js, protobufjs and logtape, nothing only other work needs (prom-client after the port opens)", async () => {
   const info = await moduleInfo();
   const loaded = staticGraph(info);
   const npm = new Set([...loaded].map(npmName).filter((n) => n !== null));
   assert.deepEqual([...npm].sort(), [
     "@grpc/grpc-js",
     "@logtape/logtape",
-    "prom-client",
     "protobufjs",
   ]);
   const files = [...loaded].map(local).filter((f) => f !== null);
@@ -63,6 +63,7 @@ Deno.test("startup graph: serving loads grpc-js, protobufjs, prom-client and log
     "src/cli/preflight_report.ts",
     "src/client/wire.ts",
     "src/proxmox/mod.ts",
+    "src/server/metrics_prom.ts",
   ];
   for (const f of lazy) assert.ok(!files.includes(f), `${f} is imported statically`);
   assert.deepEqual(files.filter((f) => f.startsWith("src/proxmox/")), []);
