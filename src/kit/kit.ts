@@ -177,6 +177,7 @@ async function backup(fleet: Fleet, fences: FenceTable, target: StateStore): Pro
   const marks = fences.entries();
   const revision = fleet.revision;
   // Written as a new store's first state: all or nothing, like a new fleet.
-  await target.writeFirst({ machines, fences: marks, rev: revision });
+  target.handFirst({ machines, fences: marks, rev: revision });
+  await target.durable();
   return { machines: machines.length, fences: marks.length, revision };
 }

@@ -25,16 +25,11 @@ export interface StateStore {
   /** Everything stored, or null when the store has never been written. */
   load(): Promise<PersistedState | null>;
   /**
-   * Writes the first state of a store load() found never written, all or
-   * nothing across a crash at any instant (a restart then finds it whole, or
-   * never written and seeds again). Nothing else is handed over until it
-   * resolves.
-   */
-  writeFirst(state: PersistedState): Promise<void>;
-  /**
    * Hands over the first state of a store load() found never written, as one
-   * change: the next commit writes it whole, as writeFirst does, before
-   * anything handed over after it; durable() says when it has landed.
+   * change: the next commit writes it whole, all or nothing across a crash at
+   * any instant (a restart then finds it whole, or never written and seeds
+   * again), before anything handed over after it; durable() says when it has
+   * landed.
    */
   handFirst(state: PersistedState): void;
   putMachine(m: MachineRecord): void;
@@ -63,7 +58,6 @@ export function createMemoryStore(): StateStore {
   return {
     description: "memory",
     load: () => Promise.resolve(null),
-    writeFirst: () => Promise.resolve(),
     handFirst: count,
     putMachine: count,
     deleteMachine: count,

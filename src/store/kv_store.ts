@@ -14,7 +14,7 @@
 //   kv_legacy.ts   files of format 1 (no base)
 //
 // What this module adds: a never-written file takes its first state as a
-// packed base (`writeFirst`, or the first batch handed over), all or nothing
+// packed base (`handFirst`, or the first batch handed over), all or nothing
 // by its pointer commit; every later batch is an overlay write. And the lock:
 // one provider per file (src/store/state_lock.ts).
 
@@ -205,16 +205,6 @@ export async function openKvStore(path: string, opts: KvStoreOptions = {}): Prom
       for (const f of state.fences) putFenceIn(handed, f);
       handed.rev = state.rev;
       queue.put(FIRST_KEY, { t: "first", state });
-    },
-    async writeFirst(state) {
-      await recovered();
-      if (written || queue.handedCount > 0) {
-        throw new Error("state store: a first state is written only to a never-written file");
-      }
-      for (const m of state.machines) handed.machines.set(m.id, m);
-      for (const f of state.fences) putFenceIn(handed, f);
-      handed.rev = state.rev;
-      await writeFirstBase(state.machines, state.fences, state.rev);
     },
     putMachine(m) {
       handed.machines.set(m.id, m);

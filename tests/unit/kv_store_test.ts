@@ -202,7 +202,8 @@ Deno.test("kv store: a first state is written as a packed base, whole or not at 
     const faults = kvFaults();
     const s = await openKvStore(path, { wrapKv: faults.wrap });
     assert.equal(await s.load(), null);
-    await s.writeFirst(state);
+    s.handFirst(state);
+    await s.durable();
     await s.close();
     commits = faults.commits.length;
     assert.ok(await has(path, ["meta", "base"]), "a base is in use");
@@ -220,7 +221,8 @@ Deno.test("kv store: a first state is written as a packed base, whole or not at 
       faults.failWhen = () => faults.commits.length >= failAt;
       const s = await openKvStore(path, { wrapKv: faults.wrap });
       assert.equal(await s.load(), null);
-      await assert.rejects(s.writeFirst(state), new RegExp(FULL_DISK));
+      s.handFirst(state);
+      await assert.rejects(s.durable(), new RegExp(FULL_DISK));
       await s.close();
       assert.equal(await reload(path), null, `cut at commit ${failAt}`);
       assert.deepEqual(await keys(path), []);
@@ -233,8 +235,8 @@ Deno.test("kv store: a first state is refused on a file that holds one", () =>
     assert.ok(await writeBatch(path, [machine("a")], 1));
     const s = await openKvStore(path);
     assert.ok(await s.load());
-    await assert.rejects(
-      s.writeFirst({ machines: [machine("b")], fences: [], rev: 2 }),
+    assert.throws(
+      () => s.handFirst({ machines: [machine("b")], fences: [], rev: 2 }),
       /only to a never-written file/,
     );
     await s.close();

@@ -61,12 +61,6 @@ export function watchedStore(): WatchedStore {
   return {
     description: "watched memory",
     load: () => inner.load(),
-    async writeFirst(state) {
-      for (const m of state.machines) machines.set(m.id, m);
-      for (const e of state.fences) fences.set(JSON.stringify([e.shardId, e.machineId]), e.mark);
-      revision = state.rev;
-      await inner.writeFirst(state);
-    },
     handFirst(state) {
       for (const m of state.machines) machines.set(m.id, m);
       for (const e of state.fences) fences.set(JSON.stringify([e.shardId, e.machineId]), e.mark);

@@ -32,6 +32,7 @@ import { buildDescription, parseMarker, vmName } from "../naming.ts";
 import { destroyVm } from "../vm/destroy.ts";
 import { freeLeftovers } from "../vm/volumes.ts";
 import { isTemporaryConfig, resolveCandidate } from "./adopt.ts";
+import { nodeHolding } from "../vm/ownership.ts";
 import { type Attempt, classifyClone } from "./clone_failure.ts";
 import { createCloneSlots } from "./clone_slots.ts";
 import { createVmidAllocator } from "./vmid.ts";
@@ -345,22 +346,10 @@ async function settleAmbiguousClone(
   const { api, timing } = ctx;
   const { node: srcNode, vmid } = at;
   const found = await pollWithin(signal, timing.settleMs, timing.cloneSettleMs, async () => {
-    for (const node of new Set([srcNode, slot.zone])) {
-      let exists = false;
-      try {
-        exists = (await readConfig({ api, node, vmid }, signal)) !== null;
-      } catch (err) {
-        if (signal.aborted) throw err;
-        // Unreadable now counts as not there yet: asked again until cloneSettleMs.
-        log.debug("could not look for VM {vmid} on {node}: {error}", {
-          vmid,
-          node,
-          error: (err as Error).message,
-        });
-      }
-      if (exists) return await resolveCandidate(ctx, { node, vmid }, slot.machineId, signal);
-    }
-    return undefined;
+    // Unreadable now counts as not there yet: asked again until cloneSettleMs.
+    const node = await nodeHolding(api, vmid, new Set([srcNode, slot.zone]), signal);
+    if (node === null) return undefined;
+    return await resolveCandidate(ctx, { node, vmid }, slot.machineId, signal);
   });
   return found ?? null;
 }

@@ -11,7 +11,7 @@ import { BackendError } from "../../kit/backend.ts";
 import { sleep } from "../../async/sleep.ts";
 import { isTransient } from "../api/errors.ts";
 import type { ProxmoxContext } from "../context.ts";
-import { isPermissionError, type Located, readPending, vmOf, vmPath } from "../vm/vm.ts";
+import { isPermissionError, type Located, readPendingHere, vmOf, vmPath } from "../vm/vm.ts";
 
 /** The NIC the type sets. */
 const NIC = "net0";
@@ -30,11 +30,7 @@ export async function applyNetwork(
   if (want === undefined) return { pendingUntilStart: [] };
   const { api, timing } = ctx;
   const vm = vmOf(ctx, loc);
-  const read = async () => {
-    const view = await readPending(vm, signal);
-    if (view === null) throw new BackendError(`VM ${loc.vmid} vanished from ${loc.node}`);
-    return view;
-  };
+  const read = () => readPendingHere(vm, signal);
   let view = await read();
   const done = () => isSet(view.current[NIC], want) && !view.pending.has(NIC);
   if (done()) return { pendingUntilStart: [] };

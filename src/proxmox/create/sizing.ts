@@ -3,13 +3,13 @@
 
 import { getLogger } from "@logtape/logtape";
 import type { InstanceType } from "../../config/types.ts";
-import { BackendError, type SlotSpec } from "../../kit/backend.ts";
+import type { SlotSpec } from "../../kit/backend.ts";
 import { sleep } from "../../async/sleep.ts";
 import { isTransient } from "../api/errors.ts";
 import {
   type Located,
   type PendingView,
-  readPending,
+  readPendingHere,
   stopVm,
   type VmConfig,
   vmOf,
@@ -53,11 +53,7 @@ export async function applySizing(
     protection: 0,
     description: buildDescription(slot.machineId, slot.operationId),
   };
-  const read = async () => {
-    const view = await readPending(vm, signal);
-    if (view === null) throw new BackendError(`VM ${loc.vmid} vanished from ${loc.node}`);
-    return view;
-  };
+  const read = () => readPendingHere(vm, signal);
   const tagsNow = (c: VmConfig) => parseTags(c.tags);
   const tagsDone = (c: VmConfig) =>
     ctx.tags.target(tagsNow(c), slot.machineId).join(";") === [...tagsNow(c)].sort().join(";");

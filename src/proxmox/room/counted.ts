@@ -4,6 +4,7 @@
 // guests count and why).
 
 import { MANAGED_TAG, parseTags } from "../naming.ts";
+import type { ResourceEntry } from "../vm/vm.ts";
 import { type Held, mibOf, type NodeFigures } from "./ledger.ts";
 
 /** A node as GET /nodes lists it (figures only with Sys.Audit on /nodes/<node>). */
@@ -16,20 +17,7 @@ export interface ListedNode {
 }
 
 /** A qemu guest as /cluster/resources lists it (figures once pvestatd reported it). */
-export interface ListedGuest {
-  vmid: number;
-  node: string;
-  status: string;
-  name?: string;
-  tags?: string;
-  template?: number;
-  /** Configured memory in bytes. */
-  maxmem?: number;
-  /** vCPUs (sockets × cores capped at the node's CPUs, or `vcpus`). */
-  maxcpu?: number;
-  /** Its HA resource's requested state, when HA manages it. */
-  hastate?: string;
-}
+export type ListedGuest = ResourceEntry;
 
 /** What the room keeps of a node: its status and, when visible, its figures. */
 export interface NodeState {

@@ -13,6 +13,7 @@ import {
   vmOf,
   waitUnlocked,
 } from "./vm.ts";
+import type { ApiClient } from "../api/client.ts";
 import type { ProxmoxContext } from "../context.ts";
 import { machineTag, parseHostRef, parseMarker, parseTags } from "../naming.ts";
 
@@ -42,16 +43,27 @@ export async function relocate(
     if (!isPermissionError(err)) throw err;
   }
   // The listing hides VMs without VM.Audit: ask the candidate nodes directly.
-  for (const n of nodes) {
-    if (n === skip) continue;
+  return await nodeHolding(api, vmid, nodes.filter((n) => n !== skip), signal);
+}
+
+/**
+ * The first of `nodes` whose config of `vmid` reads, or null. A node that
+ * cannot answer (down, no rights there) does not stop the search.
+ */
+export async function nodeHolding(
+  api: ApiClient,
+  vmid: number,
+  nodes: Iterable<string>,
+  signal: AbortSignal,
+): Promise<string | null> {
+  for (const node of nodes) {
     try {
-      if ((await readConfig({ api, node: n, vmid }, signal)) !== null) return n;
+      if ((await readConfig({ api, node, vmid }, signal)) !== null) return node;
     } catch (err) {
       if (signal.aborted) throw err;
-      // A node that cannot answer (down, no rights there) does not stop the search.
       log.debug("could not look for VM {vmid} on {node}: {error}", {
         vmid,
-        node: n,
+        node,
         error: (err as Error).message,
       });
     }

@@ -30,6 +30,7 @@ export interface ResourceEntry {
   template?: number;
   /** Configured memory (bytes) and vCPUs, once pvestatd reported the guest. */
   maxmem?: number;
+  /** sockets × cores capped at the node's CPUs, or `vcpus`. */
   maxcpu?: number;
   /** Its HA resource's requested state, when HA manages it. */
   hastate?: string;
@@ -145,6 +146,13 @@ export async function readPending(
     if (r.value !== undefined) view.current[r.key] = r.value;
     if (r.pending !== undefined || Number(r.delete ?? 0) !== 0) view.pending.add(r.key);
   }
+  return view;
+}
+
+/** readPending of a VM the caller just made or changed: its absence is an error. */
+export async function readPendingHere(vm: VmRef, signal: AbortSignal): Promise<PendingView> {
+  const view = await readPending(vm, signal);
+  if (view === null) throw new BackendError(`VM ${vm.vmid} vanished from ${vm.node}`);
   return view;
 }
 
