@@ -232,7 +232,9 @@ Deno.test("a temporary config is waited for only while a clone of our token we l
     for (const k of Object.keys(c)) delete c[k];
     Object.assign(c, { description: " qmclone temporary file", lock: "clone" });
   });
-  // Someone else cloning with the provider's token: it may be ours until it shows its name.
+  // Someone else cloning with the provider's token: it may be ours until it shows its name,
+  // which it does only once the Create has said it waits for it.
+  r.sim.faults.cloneHeld = [702];
   const api = { Authorization: r.sim.authHeader, "Content-Type": "application/json" };
   const client = Deno.createHttpClient({ caCerts: [r.sim.caPem] });
   const posted = await fetch(`${r.sim.url}/nodes/pve1/qemu/9000/clone`, {
@@ -245,11 +247,13 @@ Deno.test("a temporary config is waited for only while a clone of our token we l
   await posted.body?.cancel();
   client.close();
   const s = slot("pve1");
-  const { hostRef } = await r.backend.create(s, signal());
-  assert.ok(
-    logLines.some((l) => /VM 702 is being cloned; waiting/.test(l) && l.includes(s.machineId)),
-    "Create waited for the clone it could not tell apart from its own",
-  );
+  const waited = () =>
+    logLines.some((l) => /VM 702 is being cloned; waiting/.test(l) && l.includes(s.machineId));
+  const created = r.backend.create(s, signal());
+  await waitFor("the Create to wait for VM 702", waited);
+  r.sim.faults.cloneHeld = [];
+  const { hostRef } = await created;
+  assert.ok(waited(), "Create waited for the clone it could not tell apart from its own");
   assert.ok(![702, 703].includes(vmidOf(hostRef)));
   assert.equal(r.sim.vm(702)!.name, "web-3", "left alone");
   assert.equal(r.sim.vm(703)!.lock, "clone", "left alone");

@@ -8,6 +8,7 @@ export function defaultFaults(auditHidden: boolean): SimFaults {
     nextidRaceKind: "config-exists",
     cloneWarnings: false,
     cloneCleanupFails: false,
+    cloneHeld: [],
     taskError: {},
     http596: [],
     agentSlowMs: 0,

@@ -245,6 +245,12 @@ export interface SimFaults extends ClusterFaults {
    * removing it, as a worker killed during its cleanup would.
    */
   cloneCleanupFails: boolean;
+  /**
+   * VMIDs whose clone stays in its temporary config (nameless, locked) after
+   * its first disk's time until taken out of this list: a clone a test can
+   * hold at that stage for as long as it needs, whatever the machine's pace.
+   */
+  cloneHeld: number[];
   /** Fail tasks of a type in the worker with this text. */
   taskError: Partial<Record<TaskType, string | TaskErrorRule>>;
   /**

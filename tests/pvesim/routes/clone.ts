@@ -224,6 +224,7 @@ async function cloneVm(core: SimCore, task: Task, srcVmid: number, a: CloneArgs)
       await allocate(core, task, volumeStorage(volume) ?? "local-lvm", a.node);
       task.log.push(...allocatedLog(core, volume, full));
       await timers.sleep(i === 0 ? timing.cloneNamelessMs : later);
+      while (i === 0 && faults.cloneHeld.includes(a.newid) && !gone()) await timers.sleep(10);
       if (gone()) throw new TaskFailure(`unable to open file for VM ${a.newid}`);
       written[key] = volume;
       vm.config = { ...base, ...written };
